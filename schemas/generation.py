@@ -1,0 +1,148 @@
+"""Release records: generation manifests, the routing record and run reports."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from schemas.embedding import EmbeddingSpace
+
+
+class Counts(BaseModel):
+    sources: int = 0
+    revisions: int = 0
+    pages: int = 0
+    chunks: int = 0
+    vectors: int = 0
+
+
+class RunCounts(BaseModel):
+    added: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    quarantined: int = 0
+
+
+class Quarantined(BaseModel):
+    """A refused input: recorded with its reason, never fatal for the batch."""
+
+    uri: str
+    reason: str
+    digest: str | None = None
+    line: int | None = None
+
+
+class SourceDiff(BaseModel):
+    added: list[str] = Field(default_factory=list)
+    changed: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    unchanged: list[str] = Field(default_factory=list)
+
+
+class ReconcileReport(BaseModel):
+    counts: Counts
+    diff: SourceDiff
+    digest: str  # of the generation's chunk ids, texts and vectors
+    problems: list[str] = Field(default_factory=list)
+    revisions_without_pages: list[str] = Field(default_factory=list)
+    pages_without_chunks: dict[str, str] = Field(default_factory=dict)  # page_id → reason
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class ExpectationResult(BaseModel):
+    table: str
+    expectation: str
+    kwargs: dict
+    success: bool
+    unexpected_count: int | None = None
+    examples: list = Field(default_factory=list)
+
+
+class ValidationReport(BaseModel):
+    success: bool
+    results: list[ExpectationResult]
+
+    def to_markdown(self) -> str:
+        lines = ["| table | expectation | arguments | result | unexpected |", "|---|---|---|---|---|"]
+        for r in self.results:
+            args = ", ".join(f"{k}={v}" for k, v in r.kwargs.items())
+            lines.append(
+                f"| {r.table} | {r.expectation} | {args} | {'ok' if r.success else '**FAILED**'} "
+                f"| {r.unexpected_count if r.unexpected_count is not None else ''} "
+                f"{r.examples[:3] if r.examples else ''} |"
+            )
+        return "\n".join(lines)
+
+
+class ValidationFailed(RuntimeError):
+    def __init__(self, report: ValidationReport, report_path: str | None = None):
+        self.report = report
+        self.report_path = report_path
+        failed = [f"{r.table}: {r.expectation}" for r in report.results if not r.success]
+        super().__init__(
+            "validation failed, nothing was published: " + "; ".join(failed)
+            + (f" (report: {report_path})" if report_path else "")
+        )
+
+
+class GenerationManifest(BaseModel):
+    """Immutable once written: what a generation holds and how it was made."""
+
+    generation: str
+    created_at: datetime
+    parent: str | None
+    embedding_space: EmbeddingSpace
+    space_id: str
+    lance_table: str
+    lance_version: int
+    lance_tag: str
+    lineage_dir: str
+    counts: Counts
+    digest: str
+    diff: SourceDiff
+    run: RunCounts
+    quarantined: list[Quarantined] = Field(default_factory=list)
+    segmenter: str
+    parsers: dict[str, str] = Field(default_factory=dict)
+    chunking: dict = Field(default_factory=dict)
+    validation: dict = Field(default_factory=dict)
+    pinned: bool = False
+
+
+class RoutingEvent(BaseModel):
+    at: datetime
+    actor: str
+    action: Literal["publish", "promote", "rollback"]
+    from_generation: str | None
+    to_generation: str
+    reason: str = ""
+
+
+class RoutingRecord(BaseModel):
+    """Which generation serves, and every switch that led there. Replaced atomically."""
+
+    serving: str | None = None
+    space_id: str | None = None
+    history: list[RoutingEvent] = Field(default_factory=list)
+    retired: list[str] = Field(default_factory=list)
+
+
+class GenerationStatus(BaseModel):
+    generation: str
+    status: Literal["serving", "staged", "retired"]
+    created_at: datetime
+    counts: Counts
+
+
+class IngestResult(BaseModel):
+    generation: str | None
+    serving: bool
+    counts: Counts
+    run: RunCounts
+    quarantined: list[Quarantined]
+    manifest: str | None
+    published: bool = False

