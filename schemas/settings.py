@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas.query import LoopParams
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,6 +41,26 @@ class OcrSettings(BaseModel):
     min_text_layer_chars: int = 20
 
 
+class LlmSettings(BaseModel):
+    """Which model decides in the query loop. No endpoint configured → the offline `rules`."""
+
+    provider: str | None = None  # openai | rules | replay | llamacpp; None → by base_url
+    base_url: str | None = None  # an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1
+    model: str | None = None
+    api_key: SecretStr | None = None  # MABILLON_LLM__API_KEY
+    api_key_env: str | None = None  # or the name of another variable, read at the entry point
+    timeout_s: float = 60.0
+    max_retries: int = 3  # transport retries (HTTP 429/5xx, timeouts), with backoff
+    backoff_s: float = 1.0
+    response_format: str = "json_object"  # json_object | json_schema | none
+    temperature: float = 0.0
+    max_output_tokens: int = 1024
+    max_calls_per_question: int = 120
+    max_tokens_per_question: int = 400_000
+    replay_path: Path | None = None  # recorded responses for the replay provider
+    gguf_path: Path | None = None  # llamacpp: a local GGUF (default: the packaged gemma3 270m)
+
+
 class RetentionSettings(BaseModel):
     keep_last: int = 5
 
@@ -56,6 +78,8 @@ class MabillonSettings(BaseSettings):
     limits: InspectionLimits = Field(default_factory=InspectionLimits)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    query: LoopParams = Field(default_factory=LoopParams)
     default_tenant: str = "default"
     default_groups: list[str] = Field(default_factory=lambda: ["public"])
     actor: str = Field(default="local-operator", description="who is recorded in routing history")
