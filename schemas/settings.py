@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.query import LoopParams
+from schemas.retrieval import RetrievalSettings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,6 +40,8 @@ class OcrSettings(BaseModel):
     workers: int = 2
     # Text layers with fewer characters per page than this are treated as unreliable → OCR.
     min_text_layer_chars: int = 20
+    # Tesseract page segmentation mode: 3 = automatic layout without orientation detection.
+    page_segmentation: int = 3
 
 
 class LlmSettings(BaseModel):
@@ -78,11 +81,15 @@ class MabillonSettings(BaseSettings):
     limits: InspectionLimits = Field(default_factory=InspectionLimits)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     query: LoopParams = Field(default_factory=LoopParams)
     default_tenant: str = "default"
     default_groups: list[str] = Field(default_factory=lambda: ["public"])
     actor: str = Field(default="local-operator", description="who is recorded in routing history")
+    test_hold_at: str | None = Field(
+        default=None, description="test hook: stop at this point of a release and wait to be killed "
+        "(embed, switch); used by the crash-safety tests")
 
     @property
     def warehouse(self) -> Path:

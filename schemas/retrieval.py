@@ -1,0 +1,75 @@
+"""Retrieval contracts: who asks, what each channel returns, and how channels are tuned."""
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+CHANNELS = ("bm25", "dense", "temporal")
+
+
+class Principal(BaseModel):
+    """Who is asking. Tenant and groups become a prefilter on every channel."""
+
+    principal_id: str
+    tenant: str
+    groups: list[str]
+
+
+class AccessDenied(PermissionError):
+    """The principal may not see anything it asked for (e.g. no tenant or no groups)."""
+
+
+class ChunkHit(BaseModel):
+    chunk_id: str
+    doc_id: str
+    score: float
+    rank: int  # 1-based
+    corpus: str
+    date: str | None
+    text: str
+    page_start: int
+    char_start: int
+    char_end: int
+
+
+class DocHit(BaseModel):
+    """A document scored by the best of its chunks (max-pooling)."""
+
+    doc_id: str
+    score: float
+    rank: int  # 1-based
+    best_chunk_id: str
+    corpus: str
+    date: str | None
+
+
+class FusedHit(BaseModel):
+    """A document after reciprocal-rank fusion; `ranks` keeps each channel's 1-based rank."""
+
+    doc_id: str
+    fused_score: float
+    rank: int  # 1-based
+    ranks: dict[str, int | None]  # keys: "bm25", "dense", "temporal"; None = not in that list
+    best_chunk_id: str
+    corpus: str
+    date: str | None
+
+
+class RetrievalSettings(BaseModel):
+    """Channel parameters; defaults are the ones measured best on the development questions
+    (docs/benchmarks.md, "Retrieval quality")."""
+
+    rrf_k: int = 60
+    # Weighted RRF: each channel's 1/(k + rank) is multiplied by its weight. Equal weights
+    # let the weaker dense channel pull BM25's good documents down (measured, issue 5).
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"bm25": 1.0, "dense": 0.5, "temporal": 0.3})
+    # How many documents each channel contributes to fusion.
+    fusion_depth: int = 100
+    # Chunks the dense channel fetches before max-pooling them to documents.
+    dense_candidates: int = 1000
+    half_life_days: float = 3.0
+    # BM25 parameters and analysis.
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    stem: bool = True
+    char_ngrams: int = 0  # 0 = words only; n > 0 adds character n-grams of each word

@@ -1,0 +1,131 @@
+"""BM25 over chunks: a sparse term-frequency matrix, scored only inside the allowed rows.
+
+The index stores raw term frequencies (chunks × terms, CSC) and chunk lengths, not
+precomputed BM25 weights, so document frequency and average length are computed over the
+rows the caller may see: a forbidden chunk changes neither which chunks match nor their
+scores. Built lazily per generation and analysis, cached under the generation's index
+directory (deleting that directory drops it).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from tasks.query.analysis import analyze, analyzer_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Bm25Index:
+    vocab: dict[str, int]
+    tf: sp.csc_matrix  # (n_chunks, n_terms) float32 term frequencies
+    lengths: np.ndarray  # (n_chunks,) float32 number of terms per chunk
+    chunk_digest: str  # of the chunk ids in row order: an index belongs to one row order
+
+    @classmethod
+    def build(cls, texts: list[str], chunk_ids: list[str], stem: bool = True,
+              ngrams: int = 0) -> "Bm25Index":
+        vocab: dict[str, int] = {}
+        indptr, indices, data = [0], [], []
+        lengths = np.zeros(len(texts), dtype=np.float32)
+        for i, text in enumerate(texts):
+            terms = analyze(text, stem=stem, ngrams=ngrams)
+            lengths[i] = len(terms)
+            ids, counts = np.unique([vocab.setdefault(t, len(vocab)) for t in terms],
+                                    return_counts=True)
+            indices.extend(ids.tolist())
+            data.extend(counts.tolist())
+            indptr.append(len(indices))
+        csr = sp.csr_matrix((np.asarray(data, np.float32), np.asarray(indices, np.int64), indptr),
+                            shape=(len(texts), len(vocab)))
+        return cls(vocab=vocab, tf=csr.tocsc(), lengths=lengths,
+                   chunk_digest=digest_ids(chunk_ids))
+
+    def scores(self, query_terms: list[str], mask: np.ndarray, k1: float = 1.2,
+               b: float = 0.75) -> np.ndarray:
+        """BM25 of every row for the query (0 outside `mask`), with statistics of `mask` only.
+
+        Repeated query terms count once per occurrence, as in bm25s and Lucene.
+        """
+        out = np.zeros(self.tf.shape[0], dtype=np.float32)
+        n = int(mask.sum())
+        if n == 0:
+            return out
+        avgdl = float(self.lengths[mask].mean()) or 1.0
+        terms, qtf = np.unique([t for t in query_terms if t in self.vocab], return_counts=True)
+        for term, q in zip(terms.tolist(), qtf.tolist()):
+            col = self.vocab[term]
+            lo, hi = self.tf.indptr[col], self.tf.indptr[col + 1]
+            rows, tf = self.tf.indices[lo:hi], self.tf.data[lo:hi]
+            keep = mask[rows]
+            rows, tf = rows[keep], tf[keep]
+            if rows.size == 0:
+                continue
+            idf = np.log(1.0 + (n - rows.size + 0.5) / (rows.size + 0.5))
+            norm = k1 * (1.0 - b + b * self.lengths[rows] / avgdl)
+            out[rows] += q * idf * tf * (k1 + 1.0) / (tf + norm)
+        return out
+
+    # persistence -------------------------------------------------------------------------------
+    def save(self, folder: Path) -> None:
+        """Write beside the target and rename into place: readers never see half an index,
+        and of two concurrent builders of the same index the first rename wins."""
+        tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        sp.save_npz(tmp / "tf.npz", self.tf)
+        np.save(tmp / "lengths.npy", self.lengths)
+        (tmp / "meta.json").write_text(json.dumps(
+            {"vocab": self.vocab, "chunk_digest": self.chunk_digest}, ensure_ascii=False))
+        if folder.exists():  # a stale index of other rows, or another builder won the race
+            shutil.rmtree(folder, ignore_errors=True)
+        try:
+            os.rename(tmp, folder)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    @classmethod
+    def load(cls, folder: Path) -> "Bm25Index":
+        meta = json.loads((folder / "meta.json").read_text("utf-8"))
+        return cls(vocab=meta["vocab"], tf=sp.load_npz(folder / "tf.npz").tocsc(),
+                   lengths=np.load(folder / "lengths.npy"), chunk_digest=meta["chunk_digest"])
+
+
+def digest_ids(chunk_ids: list[str]) -> str:
+    h = hashlib.sha256()
+    for c in chunk_ids:
+        h.update(c.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def index_folder(index_dir: Path, stem: bool, ngrams: int) -> Path:
+    return index_dir / f"bm25-{analyzer_id(stem, ngrams)}"
+
+
+def load_or_build(index_dir: Path | None, texts: list[str], chunk_ids: list[str],
+                  stem: bool = True, ngrams: int = 0) -> Bm25Index:
+    """The cached index for this generation and analysis, built and saved on first use.
+
+    A cached index whose row order differs from the generation's is rebuilt, never trusted.
+    """
+    folder = index_folder(index_dir, stem, ngrams) if index_dir is not None else None
+    digest = digest_ids(chunk_ids)
+    if folder is not None and (folder / "meta.json").exists():
+        index = Bm25Index.load(folder)
+        if index.chunk_digest == digest:
+            return index
+        log.warning("BM25 index at %s belongs to other rows; rebuilding", folder)
+    index = Bm25Index.build(texts, chunk_ids, stem=stem, ngrams=ngrams)
+    if folder is not None:
+        index.save(folder)
+        log.info("built BM25 index %s (%d chunks, %d terms)", folder, *index.tf.shape)
+    return index

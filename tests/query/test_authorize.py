@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from schemas.retrieval import AccessDenied, Principal
+from tasks.query.authorize import allowed_mask, allowed_where
+
+
+def table(tenants, groups, docs=None):
+    n = len(tenants)
+    return pa.table({
+        "chunk_id": [f"c{i}" for i in range(n)],
+        "doc_id": docs or [f"d{i}" for i in range(n)],
+        "tenant": pa.array(tenants, pa.string()),
+        "groups": pa.array(groups, pa.list_(pa.string())),
+    })
+
+
+P = Principal(principal_id="p", tenant="t1", groups=["public", "staff"])
+
+
+def test_mask_requires_tenant_and_a_shared_group():
+    t = table(["t1", "t1", "t2", "t1"], [["public"], ["secret"], ["public"], ["x", "staff"]])
+    assert allowed_mask(t, P).tolist() == [True, False, False, True]
+
+
+def test_missing_or_empty_policy_metadata_fails_closed():
+    t = table([None, "t1", "t1", ""], [["public"], None, [], ["public"]])
+    assert not allowed_mask(t, P).any()
+
+
+def test_excluded_documents_are_masked_out():
+    t = table(["t1"] * 3, [["public"]] * 3, docs=["a", "b", "a"])
+    assert allowed_mask(t, P, excluded_doc_ids={"a"}).tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize("bad", [
+    Principal(principal_id="p", tenant="", groups=["public"]),
+    Principal(principal_id="p", tenant="t1", groups=[]),
+    Principal(principal_id="p", tenant="t1", groups=["x' OR '1'='1"]),
+])
+def test_principals_that_cannot_be_expressed_safely_are_refused(bad):
+    with pytest.raises(AccessDenied):
+        allowed_where(bad)
+    with pytest.raises(AccessDenied):
+        allowed_mask(table(["t1"], [["public"]]), bad)
+
+
+def test_where_clause_and_mask_select_the_same_rows(tmp_path):
+    import lancedb
+
+    t = table(["t1", "t1", "t2", None, "t1", "t1"],
+              [["public"], ["secret"], ["public"], ["public"], [], ["staff", "z"]],
+              docs=["a", "b", "c", "d", "e", "f"])
+    t = t.append_column("vector", pa.array([[float(i), 1.0] for i in range(6)],
+                                           pa.list_(pa.float32(), 2)))
+    lt = lancedb.connect(str(tmp_path)).create_table("c", t)
+    for excluded in (set(), {"f"}):
+        where = allowed_where(P, excluded)
+        got = set(lt.search(np.array([1.0, 1.0], np.float32)).where(where, prefilter=True)
+                  .limit(100).to_arrow().column("chunk_id").to_pylist())
+        mask = allowed_mask(t, P, excluded)
+        assert got == {c for c, m in zip(t.column("chunk_id").to_pylist(), mask) if m}

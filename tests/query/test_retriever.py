@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import pytest
+
+from schemas.retrieval import AccessDenied, Principal
+from tests.query.conftest import PUBLIC, make_retriever
+
+FORBIDDEN = {"secret-1", "other-1", "nogroup-1"}
+
+
+def test_bm25_never_returns_chunks_outside_the_allowed_set(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    hits = r.bm25_chunks("Floquet président", k=50)
+    assert hits and {h.doc_id for h in hits}.isdisjoint(FORBIDDEN)
+    assert hits[0].doc_id in {"jo-2", "gau-1"}
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+
+
+def test_dense_prefilter_returns_k_allowed_chunks_not_leftovers_of_a_global_top_k(
+        lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    hits = r.dense_chunks("Floquet Floquet président budget comité secret", k=3)
+    # The forbidden chunk is the global nearest neighbour; prefiltering still yields 3 hits.
+    assert len(hits) == 3 and {h.doc_id for h in hits}.isdisjoint(FORBIDDEN)
+
+
+def test_group_member_sees_the_group_documents(lance_table, toy_table):
+    p = Principal(principal_id="clerk", tenant="t1", groups=["public", "comite-secret"])
+    r = make_retriever(lance_table, toy_table, principal=p)
+    assert "secret-1" in {h.doc_id for h in r.bm25_docs("Floquet", k=10)}
+    assert "secret-1" in {h.doc_id for h in r.dense_docs("Floquet comité secret", k=10)}
+
+
+def test_excluded_documents_vanish_from_every_channel(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table, excluded={"jo-2"})
+    assert "jo-2" not in {h.doc_id for h in r.bm25_docs("Floquet président", k=10)}
+    assert "jo-2" not in {h.doc_id for h in r.dense_docs("Floquet président", k=10)}
+    assert "jo-2" not in {h.doc_id for h in r.temporal_docs("1887-01-13", k=10)}
+    assert "jo-2" not in {h.doc_id for h in r.substring_chunks("Floquet", k=10)}
+    assert "jo-2" not in {h.doc_id for h in r.date_range_chunks("1887-01-01", "1887-12-31")}
+    with pytest.raises(KeyError):
+        r.chunk("jo-2#0")
+
+
+def test_forbidden_chunk_lookup_looks_like_a_missing_one(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    with pytest.raises(KeyError) as forbidden:
+        r.chunk("secret-1#0")
+    with pytest.raises(KeyError) as missing:
+        r.chunk("nope#0")
+    assert "visible" in str(forbidden.value) and "visible" in str(missing.value)
+    assert r.chunk("jo-1#1").text.startswith("La séance")
+
+
+def test_principal_without_groups_is_refused(lance_table, toy_table):
+    with pytest.raises(AccessDenied):
+        make_retriever(lance_table, toy_table,
+                       principal=Principal(principal_id="x", tenant="t1", groups=[]))
+
+
+def test_docs_are_max_pooled_one_hit_per_document(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    docs = r.bm25_docs("Floquet Paul Bert obsèques", k=10)
+    assert len({d.doc_id for d in docs}) == len(docs)
+    jo2 = next(d for d in docs if d.doc_id == "jo-2")
+    assert jo2.best_chunk_id == "jo-2#1"  # the obsèques chunk beats the election chunk
+
+
+def test_corpus_filter_restricts_candidates(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    assert {h.corpus for h in r.bm25_chunks("Floquet", corpus="le_gaulois")} == {"le_gaulois"}
+    assert {h.corpus for h in r.dense_chunks("Floquet", corpus="le_gaulois")} == {"le_gaulois"}
+
+
+def test_date_range_is_inclusive_and_orders_by_query(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    hits = r.date_range_chunks("1887-01-13", "1887-01-13", query="obsèques Paul Bert")
+    assert {h.doc_id for h in hits} == {"jo-2", "int-1"}
+    assert hits[0].chunk_id == "jo-2#1"
+
+
+def test_temporal_decays_with_distance_and_skips_undated(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    docs = r.temporal_docs("1887-01-13", k=10, half_life_days=1.0)
+    by_id = {d.doc_id: d for d in docs}
+    assert "undated-1" not in by_id
+    assert by_id["jo-2"].score == pytest.approx(1.0) and by_id["gau-1"].score == pytest.approx(0.5)
+    assert by_id["jo-2"].best_chunk_id == "jo-2#0"
+
+
+def test_substring_ignores_case_and_accents(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    hits = r.substring_chunks("DOYEN D'AGE")
+    assert {h.doc_id for h in hits} == {"jo-1", "int-1"}
+
+
+def test_warm_start_target_corpus_constrains_candidates(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    fused = r.warm_start("Floquet président", k=5, target_corpus="le_gaulois", date="1887-01-13")
+    assert fused and {h.corpus for h in fused} == {"le_gaulois"}
+    assert set(fused[0].ranks) == {"bm25", "dense", "temporal"}
+
+
+def test_corpora_lists_only_what_the_principal_sees(lance_table, toy_table):
+    p = Principal(principal_id="x", tenant="t2", groups=["public"])
+    assert make_retriever(lance_table, toy_table, principal=p).corpora() == ["le_gaulois"]
+
+
+def test_bm25_index_is_cached_on_disk_and_reused(lance_table, toy_table, tmp_path):
+    r = make_retriever(lance_table, toy_table, index_dir=tmp_path / "idx")
+    first = r.bm25_chunks("Floquet")
+    assert any(p.name.startswith("bm25-") for p in (tmp_path / "idx").iterdir())
+    again = make_retriever(lance_table, toy_table, index_dir=tmp_path / "idx").bm25_chunks("Floquet")
+    assert [h.chunk_id for h in again] == [h.chunk_id for h in first]
