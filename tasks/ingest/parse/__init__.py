@@ -10,19 +10,27 @@ from collections.abc import Callable
 
 from schemas.lineage import RECORD_MEDIA_TYPE, ParsedDocument, Revision
 from schemas.settings import MabillonSettings
+from tasks.ingest.parse.alto import parse_alto
+from tasks.ingest.parse.docx import parse_docx
+from tasks.ingest.parse.errors import ParseRefused
+from tasks.ingest.parse.html import parse_html
+from tasks.ingest.parse.image import parse_image
+from tasks.ingest.parse.pdf import parse_pdf
 from tasks.ingest.parse.plaintext import parse_plaintext
 from tasks.ingest.parse.record import parse_record
-
-
-class ParseRefused(ValueError):
-    """The bytes cannot be parsed into text; the reason is recorded in quarantine."""
-
 
 Parser = Callable[[bytes, Revision, MabillonSettings], ParsedDocument]
 
 PARSERS: dict[str, Parser] = {
     RECORD_MEDIA_TYPE: parse_record,
     "text/plain": parse_plaintext,
+    "text/html": parse_html,
+    "application/pdf": parse_pdf,
+    "image/png": parse_image,
+    "image/jpeg": parse_image,
+    "image/tiff": parse_image,
+    "application/alto+xml": parse_alto,
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": parse_docx,
 }
 
 

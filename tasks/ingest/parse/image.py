@@ -1,0 +1,21 @@
+"""Page images (PNG, JPEG, TIFF): every frame is OCRed; boxes are in pixels of the upright image."""
+from __future__ import annotations
+
+from PIL import Image, UnidentifiedImageError
+
+from schemas.lineage import ParsedDocument, Revision
+from schemas.settings import MabillonSettings
+from tasks.ingest.parse.errors import ParseRefused
+from tasks.ingest.parse.ocr import ocr_pages
+from tasks.ingest.render import image_pages
+
+
+def parse_image(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+    try:
+        pages = ocr_pages(image_pages(data), settings.ocr)
+    except (UnidentifiedImageError, OSError, SyntaxError, Image.DecompressionBombError) as exc:
+        # PIL reports truncated or corrupt image data as OSError (SyntaxError for some TIFFs).
+        raise ParseRefused(f"malformed image: {exc}") from None
+    if not pages:
+        raise ParseRefused("image has no frames")
+    return ParsedDocument(revision_id=revision.revision_id, pages=pages)
