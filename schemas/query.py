@@ -79,9 +79,11 @@ class AgentStep(BaseModel):
     sub_question: int
     index: int  # raw step number within the sub-question
     kind: Literal["search", "review", "finish", "skipped", "terminated"]
+    purpose: Literal["search", "review"] | None = None  # which call produced it
     effective: bool
     prompt_digest: str | None = None
     raw_output: str | None = None
+    raw_attempts: list[str] = Field(default_factory=list)  # re-asks included, for replay
     output: dict[str, Any] | None = None
     feedback: str | None = None
     channel: ChannelResult | None = None
@@ -100,6 +102,7 @@ class LlmCallRecord(BaseModel):
     sub_question: int | None = None
     prompt_digest: str
     raw_output: str
+    raw_attempts: list[str] = Field(default_factory=list)
     output: dict[str, Any] | None
     error: str | None = None
     model_s: float

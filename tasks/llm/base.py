@@ -1,0 +1,168 @@
+"""The provider interface and the one validated-call path every provider goes through.
+
+A provider only turns messages into text (`complete`); `call_validated` parses that text as
+JSON, validates it against the request's schema, feeds the validation error back for a
+bounded number of re-asks, and charges the per-question ledger.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import jsonschema
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+
+@dataclass(frozen=True)
+class LlmRequest:
+    purpose: str  # plan | search | review | held_review | briefing | replan | rerank
+    messages: list[Message]
+    schema: dict[str, Any]
+    # The structured state the messages were rendered from. Model providers ignore it; the
+    # LLM-free `rules` policy decides from it instead of re-parsing the prompt.
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+class Provider(Protocol):
+    name: str
+    model: str | None
+
+    def complete(self, request: LlmRequest) -> Completion: ...
+
+
+class BudgetExhausted(RuntimeError):
+    """The question's budget of calls or tokens is spent; the loop stops and flags it."""
+
+
+class ProviderError(RuntimeError):
+    """The model endpoint failed (after its own retries); the loop degrades and flags it."""
+
+
+class InvalidOutput(ValueError):
+    """The model did not produce a valid object within the allowed re-asks."""
+
+    def __init__(self, message: str, result: "LlmResult"):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class Ledger:
+    """Per-question accounting and budget; shared by every call for one question."""
+
+    max_calls: int = 10_000
+    max_tokens: int = 10_000_000
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model_s: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def check(self) -> None:
+        if self.calls >= self.max_calls:
+            raise BudgetExhausted(f"call budget spent ({self.calls}/{self.max_calls})")
+        if self.tokens_in + self.tokens_out >= self.max_tokens:
+            raise BudgetExhausted(
+                f"token budget spent ({self.tokens_in + self.tokens_out}/{self.max_tokens})")
+
+    def charge(self, completion: Completion, seconds: float) -> None:
+        with self._lock:
+            self.calls += 1
+            self.tokens_in += completion.tokens_in
+            self.tokens_out += completion.tokens_out
+            self.model_s += seconds
+
+
+@dataclass
+class LlmResult:
+    value: dict[str, Any] | None
+    raw: str
+    prompt_digest: str
+    attempts: int
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model_s: float = 0.0
+    error: str | None = None
+    raws: list[str] = field(default_factory=list)  # every attempt's raw output, in order
+
+
+def prompt_digest(messages: list[Message]) -> str:
+    blob = json.dumps(messages, ensure_ascii=False, sort_keys=True).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in `text`; small models wrap JSON in fences or chatter."""
+    stripped = _FENCE.sub("", text.strip())
+    try:
+        value = json.loads(stripped)
+    except json.JSONDecodeError:
+        start = stripped.find("{")
+        if start < 0:
+            raise ValueError("no JSON object in the output") from None
+        value, _ = json.JSONDecoder().raw_decode(stripped[start:])
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def validation_error(value: dict[str, Any], schema: dict[str, Any]) -> str | None:
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+    return f"at {where}: {error.message}"
+
+
+def call_validated(provider: Provider, request: LlmRequest, ledger: Ledger,
+                   max_retries: int = 2) -> LlmResult:
+    """One logical call: ask, validate, re-ask with the error, at most 1 + max_retries times."""
+    messages = list(request.messages)
+    digest = prompt_digest(messages)
+    result = LlmResult(value=None, raw="", prompt_digest=digest, attempts=0)
+    for attempt in range(1 + max_retries):
+        ledger.check()
+        started = time.perf_counter()
+        completion = provider.complete(LlmRequest(request.purpose, messages, request.schema,
+                                                  request.context))
+        seconds = time.perf_counter() - started
+        ledger.charge(completion, seconds)
+        result.attempts = attempt + 1
+        result.raw = completion.text
+        result.raws.append(completion.text)
+        result.tokens_in += completion.tokens_in
+        result.tokens_out += completion.tokens_out
+        result.model_s += seconds
+        try:
+            value = parse_json_object(completion.text)
+            error = validation_error(value, request.schema)
+        except ValueError as exc:
+            value, error = None, f"not valid JSON: {exc}"
+        if error is None:
+            result.value, result.error = value, None
+            return result
+        result.error = error
+        log.info("%s output invalid (attempt %d): %s", request.purpose, attempt + 1, error)
+        messages = [*messages, {"role": "assistant", "content": completion.text},
+                    {"role": "user", "content": f"Your answer was invalid {error}. Reply again "
+                                                "with one JSON object that matches the schema."}]
+    raise InvalidOutput(f"{request.purpose}: {result.error}", result)

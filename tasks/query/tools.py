@@ -1,0 +1,127 @@
+"""The agent's search tools over a `SearchBackend`, with the silent date widening.
+
+The loop depends on the protocol, not on the retriever class, so control flow can be tested
+over any backend that answers the same calls.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import date, timedelta
+from typing import Any, Protocol
+
+from schemas.retrieval import ChunkHit, DocHit, FusedHit
+
+TOOLS = ("bm25", "dense", "date_range", "substring")
+
+
+class SearchBackend(Protocol):
+    generation: str
+    space_id: str
+
+    def bm25_chunks(self, query: str, k: int = 50, corpus: str | None = None,
+                    date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]: ...
+    def dense_chunks(self, query: str, k: int = 50, corpus: str | None = None,
+                     date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]: ...
+    def date_range_chunks(self, date_from: str, date_to: str, k: int = 50,
+                          corpus: str | None = None, query: str | None = None) -> list[ChunkHit]: ...
+    def substring_chunks(self, text: str, k: int = 50, corpus: str | None = None) -> list[ChunkHit]: ...
+    def bm25_docs(self, query: str, k: int = 50, corpus: str | None = None) -> list[DocHit]: ...
+    def dense_docs(self, query: str, k: int = 50, corpus: str | None = None) -> list[DocHit]: ...
+    def temporal_docs(self, date: str, k: int = 50, corpus: str | None = None) -> list[DocHit]: ...
+    def warm_start(self, query: str, k: int = 50, target_corpus: str | None = None,
+                   date: str | None = None) -> list[FusedHit]: ...
+    def chunk(self, chunk_id: str) -> ChunkHit: ...
+    def corpora(self) -> list[str]: ...
+
+
+@dataclass
+class Hit:
+    """A chunk as the loop handles it: where it came from and how it ranked there."""
+
+    chunk_id: str
+    doc_id: str
+    corpus: str | None
+    date: str | None
+    text: str
+    tool: str  # warm | bm25 | dense | date_range | substring
+    rank: int
+    score: float
+    page_start: int | None = None
+    char_start: int = 0
+    char_end: int = 0
+    widened: bool = False  # came only from the silent ±days widening of a date search
+    warm: dict[str, int | None] | None = None  # warm-start ranks of its document
+
+    @classmethod
+    def of(cls, h: ChunkHit, tool: str, **extra: Any) -> "Hit":
+        return cls(chunk_id=h.chunk_id, doc_id=h.doc_id, corpus=h.corpus, date=h.date,
+                   text=h.text, tool=tool, rank=h.rank, score=float(h.score),
+                   page_start=h.page_start, char_start=h.char_start, char_end=h.char_end, **extra)
+
+    def summary(self) -> dict[str, Any]:
+        """What the record keeps of a hit (texts stay in the generation)."""
+        d = asdict(self)
+        d.pop("text")
+        return d
+
+
+class ToolError(ValueError):
+    """Arguments a tool cannot run with; fed back to the agent as a skipped step."""
+
+
+def search_key(tool: str, args: dict[str, Any]) -> str:
+    """Canonical form of a search, to spot duplicates whatever the spacing or case."""
+    norm = {k: (" ".join(v.lower().split()) if isinstance(v, str) else v)
+            for k, v in sorted(args.items()) if v not in (None, "")}
+    return tool + json.dumps(norm, sort_keys=True, ensure_ascii=False)
+
+
+def _day(s: Any, name: str) -> date:
+    try:
+        return date.fromisoformat(str(s))
+    except ValueError:
+        raise ToolError(f"{name} must be an ISO date YYYY-MM-DD, got {s!r}") from None
+
+
+def check_args(tool: str, args: dict[str, Any], corpora: list[str]) -> dict[str, Any]:
+    corpus = args.get("corpus")
+    if corpus is not None and corpus not in corpora:
+        raise ToolError(f"unknown corpus {corpus!r}; use one of {corpora} or null")
+    if tool in ("bm25", "dense"):
+        if not str(args.get("query") or "").strip():
+            raise ToolError(f"{tool} needs a non-empty 'query'")
+        return {"query": args["query"], "corpus": corpus}
+    if tool == "substring":
+        text = str(args.get("text") or args.get("query") or "").strip()
+        if len(text) < 3:
+            raise ToolError("substring needs 'text' of at least 3 characters")
+        return {"text": text, "corpus": corpus}
+    if tool == "date_range":
+        lo, hi = _day(args.get("date_from"), "date_from"), _day(args.get("date_to"), "date_to")
+        if lo > hi:
+            raise ToolError("date_from is after date_to")
+        return {"date_from": lo.isoformat(), "date_to": hi.isoformat(), "corpus": corpus,
+                "query": args.get("query") or None}
+    raise ToolError(f"unknown tool {tool!r}; use one of {list(TOOLS)}")
+
+
+def run_search(backend: SearchBackend, tool: str, args: dict[str, Any], k: int,
+               widen_days: int) -> tuple[list[Hit], list[Hit]]:
+    """(hits the agent sees, hits found only by the silent widening of a date search)."""
+    if tool == "bm25":
+        return [Hit.of(h, tool) for h in backend.bm25_chunks(args["query"], k, args["corpus"])], []
+    if tool == "dense":
+        return [Hit.of(h, tool) for h in backend.dense_chunks(args["query"], k, args["corpus"])], []
+    if tool == "substring":
+        return [Hit.of(h, tool) for h in backend.substring_chunks(args["text"], k, args["corpus"])], []
+    lo, hi = args["date_from"], args["date_to"]
+    wlo = (date.fromisoformat(lo) - timedelta(days=widen_days)).isoformat()
+    whi = (date.fromisoformat(hi) + timedelta(days=widen_days)).isoformat()
+    # one search over the widened range; what falls outside the asked range is held silently
+    hits = backend.date_range_chunks(wlo, whi, k, args["corpus"], args.get("query"))
+    inside, outside = [], []
+    for h in hits:
+        in_range = h.date is not None and lo <= h.date[:10] <= hi
+        (inside if in_range else outside).append(Hit.of(h, tool, widened=not in_range))
+    return inside, outside
