@@ -73,3 +73,12 @@ class RetrievalSettings(BaseModel):
     bm25_b: float = 0.75
     stem: bool = True
     char_ngrams: int = 0  # 0 = words only; n > 0 adds character n-grams of each word
+
+
+class EvalQuestion(BaseModel):
+    """One line of an evaluation set; `answer` and other fields are ignored."""
+
+    question_id: str
+    question: str
+    question_type: str = "untyped"
+    gold_ids: list[str] = Field(min_length=1)

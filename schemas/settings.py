@@ -32,6 +32,8 @@ class InspectionLimits(BaseModel):
     max_bytes: int = 200 * 1024 * 1024
     max_pages: int = 2000
     max_pixels: int = 60_000_000
+    # Unpacked size over packed size of a container (DOCX); above it, a zip bomb.
+    max_archive_ratio: int = 100
 
 
 class OcrSettings(BaseModel):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from schemas.generation import Quarantined
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision, SourceInput
+from tasks.ingest.sidecar import SidecarEntry, SidecarError, read_sidecar
 from tasks.store.blobs import put_blob
 from tasks.store.layout import StoreLayout
 
@@ -120,14 +121,50 @@ def doc_id_from_path(path: Path, root: Path | None) -> str:
     return rel.with_suffix("").as_posix()
 
 
-def file_input(path: Path, root: Path | None, defaults: AccessDefaults) -> PendingInput:
-    doc_id = doc_id_from_path(path, root)
+def file_input(path: Path, root: Path | None, defaults: AccessDefaults,
+               entry: SidecarEntry | None = None) -> PendingInput:
+    """A file named by its path, with what its folder's sidecar says about it taking precedence."""
+    entry = entry or SidecarEntry(file=path.name)
+    doc_id = entry.doc_id or doc_id_from_path(path, root)
     source = SourceInput(
         source_id=doc_id, uri=path.resolve().as_uri(), doc_id=doc_id,
-        corpus=defaults.corpus or "files", tenant=defaults.tenant, groups=sorted(set(defaults.groups)),
-        title=path.stem, declared_media_type=None,
+        corpus=entry.corpus or defaults.corpus or "files", date=entry.date,
+        tenant=entry.tenant or defaults.tenant, groups=sorted(set(entry.groups or defaults.groups)),
+        title=entry.title or path.stem, metadata=dict(entry.metadata), declared_media_type=None,
     )
     return PendingInput(source=source, path=path)
+
+
+def iter_folder(folder: Path, defaults: AccessDefaults,
+                quarantined: list[Quarantined]) -> Iterator[PendingInput]:
+    """The folder's files in a stable order, described by its sidecar when it has one."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file()
+                   and p.name not in IGNORED_NAMES
+                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    try:
+        sidecar = read_sidecar(folder)
+    except SidecarError as exc:
+        quarantined.extend(Quarantined(uri=f.resolve().as_uri(), reason=f"sidecar unreadable: {exc}")
+                           for f in files)
+        return
+    by_rel = {f.relative_to(folder).as_posix(): f for f in files}
+    for rel in sorted(set(sidecar.entries) | set(sidecar.refused)):
+        if rel not in by_rel:
+            reason = sidecar.refused.get(rel) or f"{sidecar.name} names {rel}, which is not in the folder"
+            quarantined.append(Quarantined(uri=(folder / rel).resolve().as_uri(), reason=reason))
+    seen: dict[str, str] = {}
+    for rel, file in by_rel.items():
+        if rel in sidecar.refused:
+            quarantined.append(Quarantined(uri=file.resolve().as_uri(), reason=sidecar.refused[rel]))
+            continue
+        pending = file_input(file, folder, defaults, sidecar.entries.get(rel))
+        doc_id = pending.source.doc_id
+        if doc_id in seen:
+            quarantined.append(Quarantined(uri=pending.source.uri,
+                                           reason=f"duplicate doc_id {doc_id!r} (also {seen[doc_id]})"))
+            continue
+        seen[doc_id] = rel
+        yield pending
 
 
 def is_record_export(path: Path) -> bool:
@@ -141,10 +178,7 @@ def iter_inputs(paths: list[Path], defaults: AccessDefaults,
         if not path.exists():
             quarantined.append(Quarantined(uri=str(path), reason="path does not exist"))
         elif path.is_dir():
-            for file in sorted(p for p in path.rglob("*") if p.is_file()):
-                if file.name in IGNORED_NAMES or any(part.startswith(".") for part in file.relative_to(path).parts):
-                    continue
-                yield file_input(file, path, defaults)
+            yield from iter_folder(path, defaults, quarantined)
         elif is_record_export(path):
             yield from iter_record_export(path, defaults, quarantined)
         else:

@@ -61,6 +61,10 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights are local; never ask a hub
         from sentence_transformers import SentenceTransformer
 
+        import transformers
+
+        # Counting long texts (to refuse them) makes transformers warn about length; we refuse, never truncate.
+        transformers.logging.set_verbosity_error()
         self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         self._tokenizer = self._model.tokenizer
         weights = sorted(model_dir.rglob("*.safetensors")) or sorted(model_dir.rglob("*.bin"))

@@ -1,24 +1,44 @@
 """Inspect: sniff the media type from the bytes, enforce limits, quarantine what must not be parsed.
 
 The name of a file is a claim; the bytes decide. A file whose bytes contradict its extension is
-quarantined as disguised rather than handed to the wrong parser.
+quarantined as disguised rather than handed to the wrong parser (text-like types — plain, HTML,
+XML — may stand for one another). Each binary format then gets its own check
+(tasks/ingest/content_checks.py): encrypted, malformed, over-limit or active content is refused.
 """
 from __future__ import annotations
 
+import io
+import logging
+import re
+import zipfile
+from collections.abc import Callable
 from pathlib import PurePosixPath
 from urllib.parse import urlparse
 
 from schemas.generation import Quarantined
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision
 from schemas.settings import InspectionLimits
+from tasks.ingest.content_checks import check_docx, check_image, check_pdf, check_xml
+
+log = logging.getLogger(__name__)
+
+ALTO_MEDIA_TYPE = "application/alto+xml"
+DOCX_MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 # What an extension claims; used only to detect disguised files.
 EXTENSION_TYPES = {
     ".txt": "text/plain", ".text": "text/plain", ".md": "text/plain",
     ".pdf": "application/pdf", ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
     ".tif": "image/tiff", ".tiff": "image/tiff", ".html": "text/html", ".htm": "text/html",
-    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ".xml": "application/xml", ".alto": "application/alto+xml",
+    ".docx": DOCX_MEDIA_TYPE, ".xml": "application/xml", ".alto": ALTO_MEDIA_TYPE,
+}
+# The root element of an XML document: the first tag that is not a declaration, comment or PI.
+_XML_ROOT = re.compile(r"<(?![?!])(?:[\w.-]+:)?([\w.-]+)")
+# Text-like types: a name that says one and bytes that say another are not a disguise.
+_TEXT_FAMILY = {"text/plain", "text/html", "application/xml", ALTO_MEDIA_TYPE}
+_CHECKS: dict[str, Callable[[bytes, InspectionLimits], str | None]] = {
+    "application/pdf": check_pdf, "image/png": check_image, "image/jpeg": check_image,
+    "image/tiff": check_image, DOCX_MEDIA_TYPE: check_docx, ALTO_MEDIA_TYPE: check_xml,
 }
 
 
@@ -33,9 +53,7 @@ def sniff_media_type(data: bytes) -> str:
     if head[:4] in (b"II*\x00", b"MM\x00*"):
         return "image/tiff"
     if head.startswith(b"PK\x03\x04"):
-        if b"word/" in data[:65536] or b"[Content_Types].xml" in data[:65536]:
-            return "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-        return "application/zip"
+        return DOCX_MEDIA_TYPE if is_word_archive(data) else "application/zip"
     if b"\x00" in head:
         return "application/octet-stream"
     try:
@@ -47,13 +65,28 @@ def sniff_media_type(data: bytes) -> str:
         except UnicodeDecodeError:
             text = head.decode("latin-1")
     lowered = text.lstrip("\ufeff \t\r\n").lower()
-    if lowered.startswith("<?xml") or lowered.startswith("<alto"):
-        if "<alto" in lowered or "alto" in text[:2000].lower() and "<layout" in lowered:
-            return "application/alto+xml"
-        return "application/xml"
+    if lowered.startswith("<?xml") or lowered.startswith("<alto") or lowered.startswith("<!--"):
+        root = _XML_ROOT.search(lowered)
+        if root and root.group(1) == "alto":
+            return ALTO_MEDIA_TYPE
+        if root and root.group(1) == "html":
+            return "text/html"
+        if lowered.startswith("<?xml") or lowered.startswith("<alto"):
+            return "application/xml"
     if lowered.startswith("<!doctype html") or lowered.startswith("<html") or "<body" in lowered[:2000]:
         return "text/html"
     return "text/plain"
+
+
+def is_word_archive(data: bytes) -> bool:
+    """A zip whose central directory names word/document.xml (xlsx and odt do not)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return "word/document.xml" in archive.namelist()
+    except zipfile.BadZipFile:
+        # Damaged central directory: fall back to the local headers, so the DOCX check
+        # can say what is wrong instead of calling it an unknown zip.
+        return b"word/" in data[:65536]
 
 
 def claimed_type(uri: str) -> str | None:
@@ -62,16 +95,14 @@ def claimed_type(uri: str) -> str | None:
 
 
 def compatible(claimed: str, sniffed: str) -> bool:
-    if claimed == sniffed:
-        return True
-    xmlish = {"application/xml", "application/alto+xml"}
-    return claimed in xmlish and sniffed in xmlish
+    return claimed == sniffed or (claimed in _TEXT_FAMILY and sniffed in _TEXT_FAMILY)
 
 
 def inspect_revision(revision: Revision, data: bytes,
                      limits: InspectionLimits) -> tuple[Revision | None, Quarantined | None]:
     """Accept the revision with its sniffed media type, or quarantine it with a reason."""
     def refuse(reason: str) -> tuple[None, Quarantined]:
+        log.info("quarantined %s: %s", revision.uri, reason)
         return None, Quarantined(uri=revision.uri, reason=reason, digest=revision.digest)
 
     if len(data) == 0:
@@ -84,6 +115,12 @@ def inspect_revision(revision: Revision, data: bytes,
     claimed = claimed_type(revision.uri)
     if claimed and not compatible(claimed, sniffed):
         return refuse(f"disguised file: named as {claimed} but its bytes are {sniffed}")
-    if sniffed == "text/plain" and not data.strip():
+    if sniffed == "application/octet-stream":
+        return refuse("unrecognised binary content (not a supported format)")
+    if sniffed in _TEXT_FAMILY and not data.strip():
         return refuse("empty file (whitespace only)")
+    check = _CHECKS.get(sniffed)
+    reason = check(data, limits) if check else None
+    if reason:
+        return refuse(reason)
     return revision.model_copy(update={"media_type": sniffed}), None

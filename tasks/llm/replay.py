@@ -1,6 +1,8 @@
 """`replay`: recorded responses, for deterministic tests and for re-running a query record.
 
-Responses are queued per purpose and served in order. A purpose with no script left falls
+Responses are queued per purpose and served in order. A queued item is the raw text, an
+object (serialised), or — for tests that must name ids only known at run time — a function
+of the request returning either. A purpose with no script left falls
 back to `fallback` when one is given (e.g. `rules` for the calls a test does not script);
 otherwise the run fails loudly rather than inventing an answer.
 """
@@ -9,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tasks.llm.base import Completion, LlmRequest, Provider
 
@@ -18,10 +20,13 @@ class ReplayExhausted(RuntimeError):
     """A call was made for which no response was recorded."""
 
 
+Item = str | dict[str, Any] | Callable[[LlmRequest], "str | dict[str, Any]"]
+
+
 class ReplayProvider:
     name = "replay"
 
-    def __init__(self, script: dict[str, list[str | dict[str, Any]]],
+    def __init__(self, script: dict[str, list[Item]],
                  fallback: Provider | None = None, model: str | None = "replay"):
         self.model = model
         self.fallback = fallback
@@ -33,6 +38,8 @@ class ReplayProvider:
         if queue:
             item = queue.popleft()
             self.served.append((request.purpose, "script"))
+            if callable(item):
+                item = item(request)
             text = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
             return Completion(text=text)
         if self.fallback is not None:

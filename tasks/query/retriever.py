@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -52,6 +53,7 @@ class Retriever:
         self._first = first_rows(view)
         self._bm25: bm25_mod.Bm25Index | None = None
         self._folded: list[str] | None = None
+        self._lock = threading.Lock()  # lazy index loads happen once under concurrent queries
         log.info("retriever %s for %s: %d of %d chunks allowed", generation,
                  principal.principal_id, int(self._allowed.sum()), len(view))
 
@@ -99,10 +101,11 @@ class Retriever:
         return self._allowed.copy()
 
     def _index(self) -> bm25_mod.Bm25Index:
-        if self._bm25 is None:
-            v = self._view
-            self._bm25 = _cached_bm25(self.generation, self._index_dir, v, self.params.stem,
-                                      self.params.char_ngrams)
+        with self._lock:
+            if self._bm25 is None:
+                v = self._view
+                self._bm25 = _cached_bm25(self.generation, self._index_dir, v,
+                                          self.params.stem, self.params.char_ngrams)
         return self._bm25
 
     def bm25_scores(self, query: str) -> np.ndarray:
@@ -149,8 +152,9 @@ class Retriever:
 
     def substring_chunks(self, text: str, k: int = 50, corpus: str | None = None) -> list[ChunkHit]:
         """Chunks containing `text` (case, accents and spacing ignored), most occurrences first."""
-        if self._folded is None:
-            self._folded = [normalize(t) for t in self._view.texts]
+        with self._lock:
+            if self._folded is None:
+                self._folded = [normalize(t) for t in self._view.texts]
         mask = self._view.filter_mask(self._allowed, corpus)
         rows, scores = top_rows(occurrence_scores(self._folded, text, mask), mask, k)
         return self._view.chunk_hits(rows, scores)

@@ -1,0 +1,65 @@
+"""CLI command `eval`: retrieval quality of a system on a question set (issue 5)."""
+from __future__ import annotations
+
+import argparse
+import logging
+
+from flows.cli import emit
+from schemas.settings import MabillonSettings
+from tasks.eval.systems import SYSTEMS
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("eval", parents=[common],
+                       help="measure recall@k and MRR of a system on a question set")
+    p.add_argument("questions", help="JSONL: question_id, question, question_type, gold_ids")
+    p.add_argument("--system", default="hybrid",
+                   help=f"one of {', '.join(SYSTEMS)}, or several separated by commas")
+    p.add_argument("--k", default="3,5,10", help="recall cut-offs, comma-separated")
+    p.add_argument("--limit", type=int, help="first N questions only")
+    p.add_argument("--provider", help="LLM provider of `trace` (default: from settings)")
+    p.add_argument("--concurrency", type=int, default=1, help="questions answered at once")
+    p.add_argument("--principal", help="[ID@]TENANT[:G1,G2] (default: the local operator)")
+    p.add_argument("--generation", help="default: the serving generation")
+    p.add_argument("--report", help="folder for per-question Parquet rows, plots and report")
+    p.set_defaults(func=cmd_eval)
+
+
+def human(summary: dict) -> str:
+    o = summary["overall"]
+    ks = summary["ks"]
+    lines = [f"{summary['system']} on {summary['generation']}: {summary['n']} questions, "
+             f"{summary['cost']['wall_s']:.1f} s" + (f", {summary['errors']} errors"
+                                                    if summary["errors"] else ""),
+             "  overall  " + "  ".join(f"R@{k} {o[f'recall@{k}']:.3f}" for k in ks)
+             + f"  MRR {o['mrr_first']:.3f}  MRR-multi {o['mrr_multi']:.3f}"]
+    if o.get("r_acc") is not None:
+        lines.append(f"  accepted: precision {o['p_acc'] or 0:.3f} recall {o['r_acc']:.3f} "
+                     f"mean size {o['accepted_mean']:.2f}")
+    for t, m in summary["by_type"].items():
+        lines.append(f"  {t:<14} n={m['n']:<4}" + "  ".join(
+            f"R@{k} {m[f'recall@{k}']:.3f}" for k in ks) + f"  MRR-multi {m['mrr_multi']:.3f}")
+    if summary.get("misses"):
+        lines.append("  misses: " + ", ".join(f"{k} {v}" for k, v in summary["misses"].items()))
+    return "\n".join(lines)
+
+
+def cmd_eval(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from flows.evaluate import EvalOptions, evaluate
+
+    logging.basicConfig(level=logging.WARNING)
+    options = EvalOptions(
+        systems=[s.strip() for s in args.system.split(",") if s.strip()],
+        ks=sorted({int(k) for k in args.k.split(",") if k.strip()}), limit=args.limit,
+        provider=args.provider, concurrency=args.concurrency, principal=args.principal,
+        generation=args.generation, report_dir=args.report)
+    unknown = [s for s in options.systems if s not in SYSTEMS]
+    if unknown:
+        raise ValueError(f"unknown system(s) {unknown}; choose from {', '.join(SYSTEMS)}")
+    summaries = evaluate(questions_path=args.questions, options=options, settings=settings)
+    payload = summaries[0] if len(summaries) == 1 else summaries
+    text = "\n".join(human(s) for s in summaries)
+    if args.report:
+        text += f"\nreport: {args.report}/report.html"
+    emit(args, payload, text)
+    return 0

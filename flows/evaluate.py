@@ -1,0 +1,85 @@
+"""The evaluate flow: a question set against one or more systems on one generation,
+published as Parquet rows, a report folder and Prefect artifacts."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NONE
+from pydantic import BaseModel, Field
+
+from schemas.settings import MabillonSettings
+from tasks.eval.questions import load_questions
+from tasks.eval.report import build_report, markdown_summary, write_run
+from tasks.eval.run import evaluate as run_system
+from tasks.eval.systems import SYSTEMS, Baseline, System, Trace
+from tasks.query.authorize import resolve_principal
+from tasks.query.retriever import Retriever
+
+log = logging.getLogger(__name__)
+
+
+class EvalOptions(BaseModel):
+    """The parameter form of one evaluation run."""
+
+    systems: list[str] = Field(default_factory=lambda: ["bm25", "dense", "hybrid"],
+                               description=f"any of {', '.join(SYSTEMS)}")
+    ks: list[int] = Field(default_factory=lambda: [3, 5, 10], description="cut-offs of recall@k")
+    limit: int | None = Field(None, description="first N questions only")
+    provider: str | None = Field(None, description="LLM provider of `trace` (default: settings)")
+    concurrency: int = Field(1, ge=1, description="questions answered at once")
+    principal: str | None = Field(None, description="[ID@]TENANT[:G1,G2]; default: local operator")
+    generation: str | None = Field(None, description="default: the serving generation")
+    report_dir: str | None = Field(None, description="folder for rows, plots and the report")
+
+
+def make_system(name: str, depth: int, options: EvalOptions, settings: MabillonSettings) -> System:
+    if name in ("bm25", "dense", "hybrid"):
+        return Baseline(name=name, depth=depth)
+    if name == "trace":
+        from tasks.llm import make_provider  # the provider layer of issue 4
+
+        return Trace(provider=make_provider(options.provider, settings), params=settings.query)
+    raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
+
+
+@task(name="evaluate-system", cache_policy=NONE)
+def evaluate_system(retriever: Retriever, system: System, questions, ks, concurrency):
+    return run_system(retriever, system, questions, ks, concurrency)
+
+
+@flow(name="evaluate")
+def evaluate(questions_path: str, options: EvalOptions | None = None,
+             settings: MabillonSettings | None = None) -> list[dict]:
+    options = options or EvalOptions()
+    settings = settings or MabillonSettings()
+    questions = load_questions(Path(questions_path), options.limit)
+    principal = resolve_principal(options.principal, settings.default_tenant,
+                                  settings.default_groups)
+    retriever = Retriever.open(settings, principal, options.generation)
+    depth = max(max(options.ks), 20)
+    summaries = []
+    for name in options.systems:
+        system = make_system(name, depth, options, settings)
+        rows, summary = evaluate_system(retriever, system, questions, options.ks,
+                                        options.concurrency)
+        summaries.append(summary)
+        if options.report_dir:
+            write_run(Path(options.report_dir), summary, rows)
+        publish_artifacts(summary)
+    if options.report_dir:
+        build_report(Path(options.report_dir))
+    create_markdown_artifact(key="evaluation-summary", markdown=markdown_summary(summaries),
+                             description=f"{len(questions)} questions, generation "
+                                         f"{retriever.generation}")
+    return summaries
+
+
+def publish_artifacts(summary: dict) -> None:
+    """One table artifact per system: metrics overall and by question type."""
+    rows = [{"question_type": "overall", "n": summary["n"], **summary["overall"]}]
+    rows += [{"question_type": t, **m} for t, m in summary["by_type"].items()]
+    create_table_artifact(key=f"evaluation-{summary['system']}", table=rows,
+                          description=f"{summary['system']} on {summary['generation']}")

@@ -1,0 +1,1 @@
+"""Evaluation: metrics, the systems compared (bm25, dense, hybrid, trace), reports."""

@@ -1,0 +1,51 @@
+"""Publish: write the generation (LanceDB version + tag, Parquet lineage, manifest), then switch.
+
+Order matters: everything a reader needs is written first, the routing record last, in one
+atomic rename. A crash anywhere before it leaves the previous generation serving.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from schemas.generation import GenerationManifest, Quarantined, ReconcileReport, RunCounts, ValidationReport
+from tasks.ingest.stage import StagedGeneration
+from tasks.store.lance_store import write_generation_table
+from tasks.store.layout import CHUNKS_TABLE, StoreLayout
+from tasks.store.lineage_store import write_lineage_snapshot
+from tasks.store.manifests import write_manifest
+from tasks.store.routing import switch_routing
+
+log = logging.getLogger(__name__)
+
+
+def write_generation(layout: StoreLayout, generation: str, parent: str | None,
+                     staged: StagedGeneration, report: ReconcileReport, validation: ValidationReport,
+                     run: RunCounts, quarantined: list[Quarantined], segmenter: str,
+                     chunking: dict) -> GenerationManifest:
+    """Everything but the switch: after this the generation exists, staged, not serving."""
+    version = write_generation_table(layout, generation, staged.lance_table())
+    lineage_dir = write_lineage_snapshot(layout, generation, staged.lineage_tables())
+    parsers = {}
+    for name, ver in zip(staged.pages["parser"].to_pylist(), staged.pages["parser_version"].to_pylist()):
+        parsers[name] = ver
+    manifest = GenerationManifest(
+        generation=generation, created_at=datetime.now(timezone.utc), parent=parent,
+        embedding_space=staged.space, space_id=staged.space.space_id, lance_table=CHUNKS_TABLE,
+        lance_version=version, lance_tag=generation, lineage_dir=lineage_dir, counts=report.counts,
+        digest=report.digest, diff=report.diff, run=run, quarantined=quarantined,
+        segmenter=segmenter, parsers=dict(sorted(parsers.items())), chunking=chunking,
+        validation={"success": validation.success, "expectations": len(validation.results)},
+    )
+    write_manifest(layout, manifest)
+    log.info("generation %s written: %s", generation, report.counts)
+    return manifest
+
+
+def switch_to(layout: StoreLayout, manifest: GenerationManifest, actor: str, reason: str,
+              before_switch: Callable[[], None] | None = None) -> None:
+    if before_switch:
+        before_switch()
+    switch_routing(layout, manifest.generation, manifest.space_id, "publish", actor, reason)
+    log.info("generation %s now serving", manifest.generation)

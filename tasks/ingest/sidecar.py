@@ -1,0 +1,144 @@
+"""Sidecar: per-file metadata for a folder, from `sidecar.json` (a list of objects) or `sidecar.csv`.
+
+Keys: `file` (path relative to the folder, required), `doc_id`, `corpus`, `date` (YYYY-MM-DD),
+`title`, `tenant`, `groups` (a list in JSON; separated by ";" in CSV). Other keys are kept as
+metadata. A row that is wrong refuses its file — the file's access metadata cannot be trusted,
+so it must not be published with the defaults — and a sidecar that cannot be read refuses every
+file of the folder, for the same reason.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import date as date_type
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+SIDECAR_NAMES = ("sidecar.json", "sidecar.csv")
+KNOWN_KEYS = {"file", "doc_id", "corpus", "date", "title", "tenant", "groups"}
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class SidecarError(ValueError):
+    """The sidecar as a whole cannot be read; every file of its folder is refused."""
+
+
+@dataclass(frozen=True)
+class SidecarEntry:
+    file: str  # POSIX path relative to the folder
+    doc_id: str | None = None
+    corpus: str | None = None
+    date: str | None = None
+    title: str | None = None
+    tenant: str | None = None
+    groups: tuple[str, ...] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Sidecar:
+    name: str | None = None  # which file it came from; None when the folder has none
+    entries: dict[str, SidecarEntry] = field(default_factory=dict)  # by relative path
+    refused: dict[str, str] = field(default_factory=dict)  # relative path → reason
+
+
+def _optional_str(row: dict, key: str) -> str | None:
+    value = row.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{key} must be a non-empty string")
+    return value.strip()
+
+
+def _groups(value: Any) -> tuple[str, ...] | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = [g for g in re.split(r"[;,]", value)]
+    if not isinstance(value, list) or not all(isinstance(g, str) for g in value):
+        raise ValueError("groups must be a list of strings")
+    groups = tuple(sorted({g.strip() for g in value if g.strip()}))
+    if not groups:
+        raise ValueError("groups is empty")
+    return groups
+
+
+def _relative_file(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("missing file")
+    path = PurePosixPath(value.strip().replace("\\", "/"))
+    if path.is_absolute() or ".." in path.parts:
+        raise ValueError(f"file {value!r} must be a path inside the folder")
+    return path.as_posix()
+
+
+def entry_from_row(row: dict[str, Any]) -> SidecarEntry:
+    """Validate one row; raises ValueError with a readable reason."""
+    date = _optional_str(row, "date")
+    if date is not None:
+        if not _DATE.match(date):
+            raise ValueError(f"date {date!r} is not YYYY-MM-DD")
+        try:
+            date_type.fromisoformat(date)
+        except ValueError:
+            raise ValueError(f"date {date!r} is not a calendar date") from None
+    return SidecarEntry(
+        file=_relative_file(row.get("file")), doc_id=_optional_str(row, "doc_id"),
+        corpus=_optional_str(row, "corpus"), date=date, title=_optional_str(row, "title"),
+        tenant=_optional_str(row, "tenant"), groups=_groups(row.get("groups")),
+        metadata={k: v for k, v in row.items() if k not in KNOWN_KEYS and v not in (None, "")},
+    )
+
+
+def sidecar_rows(name: str, text: str) -> list[dict[str, Any]]:
+    if name.endswith(".json"):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SidecarError(f"{name} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise SidecarError(f"{name} must be a JSON list of objects")
+        return rows
+    reader = csv.DictReader(io.StringIO(text))
+    if not reader.fieldnames or "file" not in reader.fieldnames:
+        raise SidecarError(f"{name} has no 'file' column")
+    return [{k.strip(): (v.strip() if isinstance(v, str) else v) for k, v in row.items() if k} for row in reader]
+
+
+def parse_sidecar(name: str, text: str) -> Sidecar:
+    """Entries by file, and the files refused by a bad or repeated row."""
+    sidecar = Sidecar(name=name)
+    for number, row in enumerate(sidecar_rows(name, text), start=1):
+        where = f"{name} row {number}"
+        try:
+            entry = entry_from_row(row)
+        except ValueError as exc:
+            file = row.get("file")
+            key = file.strip() if isinstance(file, str) and file.strip() else f"<{where}>"
+            sidecar.refused[key] = f"{where}: {exc}"
+            continue
+        if entry.file in sidecar.entries or entry.file in sidecar.refused:
+            sidecar.refused[entry.file] = f"{where}: {entry.file} is described twice"
+            sidecar.entries.pop(entry.file, None)
+            continue
+        sidecar.entries[entry.file] = entry
+    return sidecar
+
+
+def read_sidecar(folder: Path) -> Sidecar:
+    """The folder's sidecar, or an empty one; raises SidecarError when it cannot be read."""
+    present = [folder / n for n in SIDECAR_NAMES if (folder / n).is_file()]
+    if not present:
+        return Sidecar()
+    if len(present) > 1:
+        raise SidecarError("both sidecar.json and sidecar.csv are present; keep one")
+    path = present[0]
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise SidecarError(f"{path.name} is not UTF-8") from None
+    return parse_sidecar(path.name, text)

@@ -1,0 +1,168 @@
+"""Stage: assemble the full tables of the next generation from the serving one and this run.
+
+A run adds to the sources of the serving generation: sources it did not touch are carried over
+(chunks and vectors included, not recomputed); sources it changed get their new revision, and
+the old revision stays in the revisions table, marked not current.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from schemas.embedding import EmbeddingSpace
+from schemas.lineage import (CHUNK_SCHEMA, ELEMENT_SCHEMA, PAGE_SCHEMA, REVISION_SCHEMA,
+                             SOURCE_SCHEMA, VECTOR_LINEAGE_SCHEMA, Chunk, ParsedDocument, Revision,
+                             chunk_table_schema, spans_to_json)
+
+
+@dataclass
+class StagedGeneration:
+    sources: pa.Table
+    revisions: pa.Table
+    pages: pa.Table
+    elements: pa.Table
+    chunks: pa.Table  # CHUNK_SCHEMA, row-aligned with vectors
+    vectors: np.ndarray
+    space: EmbeddingSpace
+
+    def current_revision_ids(self) -> set[str]:
+        return set(self.sources["current_revision_id"].to_pylist())
+
+    def lance_table(self) -> pa.Table:
+        flat = pa.array(self.vectors.reshape(-1), pa.float32())
+        vec = pa.FixedSizeListArray.from_arrays(flat, self.space.dim)
+        return self.chunks.append_column("vector", vec).cast(chunk_table_schema(self.space.dim))
+
+    def lineage_tables(self) -> dict[str, pa.Table]:
+        return {"sources": self.sources, "revisions": self.revisions, "pages": self.pages,
+                "elements": self.elements, "chunks": self.chunks, "vectors": vector_lineage(self)}
+
+
+def empty_generation(space: EmbeddingSpace) -> StagedGeneration:
+    return StagedGeneration(
+        sources=SOURCE_SCHEMA.empty_table(), revisions=REVISION_SCHEMA.empty_table(),
+        pages=PAGE_SCHEMA.empty_table(), elements=ELEMENT_SCHEMA.empty_table(),
+        chunks=CHUNK_SCHEMA.empty_table(), vectors=np.zeros((0, space.dim), np.float32), space=space,
+    )
+
+
+def vector_lineage(staged: StagedGeneration) -> pa.Table:
+    digests = [hashlib.sha256(v.tobytes()).hexdigest()[:32] for v in staged.vectors]
+    return pa.table({
+        "chunk_id": staged.chunks["chunk_id"],
+        "space_id": pa.array([staged.space.space_id] * len(digests), pa.string()),
+        "vector_digest": pa.array(digests, pa.string()),
+        "norm": pa.array(np.linalg.norm(staged.vectors, axis=1) if len(digests) else [], pa.float32()),
+    }, schema=VECTOR_LINEAGE_SCHEMA)
+
+
+# ---- contracts → Arrow ---------------------------------------------------------------------
+
+def revisions_table(revisions: list[Revision], current: bool = True) -> pa.Table:
+    rows = [{**r.model_dump(exclude={"metadata_json"}), "metadata_json": r.metadata_json,
+             "is_current": current} for r in revisions]
+    return pa.Table.from_pylist(rows, schema=REVISION_SCHEMA)
+
+
+def pages_and_elements(docs: list[ParsedDocument]) -> tuple[pa.Table, pa.Table]:
+    pages, elements = [], []
+    for doc in docs:
+        for p in doc.pages:
+            page_id = f"{doc.revision_id}-p{p.page_no:04d}"
+            pages.append({
+                "page_id": page_id, "revision_id": doc.revision_id, "page_no": p.page_no,
+                "parser": p.parser, "parser_version": p.parser_version,
+                "ocr_confidence": p.ocr_confidence, "width": p.width, "height": p.height,
+                "dpi": p.dpi, "rotation": p.rotation, "raw_text": p.raw_text,
+                "normalized_text": p.normalized_text, "n_elements": len(p.elements),
+                "empty_reason": p.empty_reason or (None if p.raw_text.strip() else "no text on page"),
+            })
+            for i, el in enumerate(p.elements):
+                elements.append({
+                    "element_id": f"{page_id}-e{i:05d}", "page_id": page_id,
+                    "revision_id": doc.revision_id, "ordinal": i, "kind": el.kind,
+                    "char_start": el.char_start, "char_end": el.char_end,
+                    "bbox": list(el.bbox) if el.bbox else None, "confidence": el.confidence,
+                })
+    return (pa.Table.from_pylist(pages, schema=PAGE_SCHEMA),
+            pa.Table.from_pylist(elements, schema=ELEMENT_SCHEMA))
+
+
+def chunks_table(chunks: list[Chunk], revisions: dict[str, Revision]) -> pa.Table:
+    rows = []
+    for c in chunks:
+        r = revisions[c.revision_id]
+        rows.append({
+            "chunk_id": c.chunk_id, "revision_id": c.revision_id, "source_id": r.source_id,
+            "doc_id": c.doc_id, "corpus": r.corpus, "date": r.date, "tenant": r.tenant,
+            "groups": r.groups, "ordinal": c.ordinal, "text": c.text, "n_tokens": c.n_tokens,
+            "char_start": c.char_start, "char_end": c.char_end, "page_start": c.page_start,
+            "page_end": c.page_end, "spans_json": spans_to_json(c.spans), "segmenter": c.segmenter,
+        })
+    return pa.Table.from_pylist(rows, schema=CHUNK_SCHEMA)
+
+
+# ---- merge -----------------------------------------------------------------------------------
+
+def _drop_revisions(table: pa.Table, revision_ids: set[str]) -> pa.Table:
+    if not revision_ids or table.num_rows == 0:
+        return table
+    keep = pc.invert(pc.is_in(table["revision_id"], value_set=pa.array(sorted(revision_ids))))
+    return table.filter(keep)
+
+
+def merge_generation(base: StagedGeneration, new_revisions: list[Revision], pages: pa.Table,
+                     elements: pa.Table, chunks: pa.Table, vectors: np.ndarray,
+                     generation: str, space: EmbeddingSpace) -> StagedGeneration:
+    """Replace the current revision of each source this run touched; keep everything else."""
+    touched = {r.source_id: r for r in new_revisions}
+    base_sources = {row["source_id"]: row for row in base.sources.to_pylist()}
+    replaced = {base_sources[s]["current_revision_id"] for s in touched if s in base_sources}
+    # Revisions reprocessed under an unchanged id (e.g. a new embedding space) are replaced too.
+    replaced |= {r.revision_id for r in new_revisions}
+
+    keep_chunks = pc.invert(pc.is_in(base.chunks["revision_id"], value_set=pa.array(sorted(replaced), pa.string()))) \
+        if base.chunks.num_rows else pa.array([], pa.bool_())
+    kept_chunks = base.chunks.filter(keep_chunks) if base.chunks.num_rows else base.chunks
+    kept_vectors = base.vectors[np.asarray(keep_chunks, dtype=bool)] if base.chunks.num_rows else base.vectors
+
+    old_revs = base.revisions
+    if old_revs.num_rows:
+        flags = pc.invert(pc.is_in(old_revs["revision_id"], value_set=pa.array(sorted(replaced), pa.string())))
+        flags = pc.and_(flags, old_revs["is_current"])
+        old_revs = old_revs.set_column(old_revs.schema.get_field_index("is_current"), "is_current", flags)
+        # a revision seen again (same bytes) is not listed twice
+        dup = pc.is_in(old_revs["revision_id"], value_set=pa.array([r.revision_id for r in new_revisions], pa.string()))
+        old_revs = old_revs.filter(pc.invert(dup))
+
+    sources = dict(base_sources)
+    for sid, r in touched.items():
+        prev = sources.get(sid)
+        sources[sid] = {
+            "source_id": sid, "doc_id": r.doc_id, "uri": r.uri, "corpus": r.corpus,
+            "tenant": r.tenant, "groups": r.groups, "current_revision_id": r.revision_id,
+            "first_generation": prev["first_generation"] if prev else generation,
+        }
+    return StagedGeneration(
+        sources=pa.Table.from_pylist(sorted(sources.values(), key=lambda s: s["source_id"]), schema=SOURCE_SCHEMA),
+        revisions=pa.concat_tables([old_revs, revisions_table(new_revisions)]),
+        pages=pa.concat_tables([_drop_revisions(base.pages, replaced), pages]),
+        elements=pa.concat_tables([_drop_revisions(base.elements, replaced), elements]),
+        chunks=pa.concat_tables([kept_chunks, chunks]),
+        vectors=np.concatenate([kept_vectors, vectors]) if len(kept_vectors) else vectors,
+        space=space,
+    )
+
+
+def revision_from_row(row: dict) -> Revision:
+    row = {k: v for k, v in row.items() if k != "is_current"}
+    return Revision.model_validate(row)
+
+
+def metadata(row: dict) -> dict:
+    return json.loads(row.get("metadata_json") or "{}")

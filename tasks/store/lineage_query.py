@@ -1,0 +1,64 @@
+"""Lineage queries with DuckDB straight over a generation's Parquet snapshot."""
+from __future__ import annotations
+
+import json
+
+import duckdb
+
+from tasks.store.layout import StoreLayout
+
+
+def _connect(layout: StoreLayout, generation: str) -> duckdb.DuckDBPyConnection:
+    folder = layout.lineage_dir(generation)
+    if not folder.exists():
+        raise KeyError(f"generation {generation} has no lineage snapshot at {folder}")
+    con = duckdb.connect()
+    for name in ("sources", "revisions", "pages", "elements", "chunks", "vectors"):
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{folder / (name + '.parquet')}')")
+    return con
+
+
+def _rows(cur: duckdb.DuckDBPyConnection) -> list[dict]:
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+
+def document_lineage(layout: StoreLayout, generation: str, doc_id: str) -> dict:
+    """Source, every revision (current and superseded), pages and chunks of the current one."""
+    con = _connect(layout, generation)
+    source = _rows(con.execute("SELECT * FROM sources WHERE doc_id = ?", [doc_id]))
+    if not source:
+        raise KeyError(f"no document {doc_id!r} in generation {generation}")
+    src = source[0]
+    revisions = _rows(con.execute(
+        "SELECT revision_id, digest, media_type, size, uri, date, acquired_at, is_current "
+        "FROM revisions WHERE source_id = ? ORDER BY acquired_at", [src["source_id"]]))
+    pages = _rows(con.execute(
+        "SELECT page_no, parser, parser_version, ocr_confidence, width, height, dpi, rotation, "
+        "n_elements, empty_reason, length(raw_text) AS raw_chars FROM pages "
+        "WHERE revision_id = ? ORDER BY page_no", [src["current_revision_id"]]))
+    chunks = _rows(con.execute(
+        "SELECT c.chunk_id, c.ordinal, c.page_start, c.page_end, c.spans_json, c.char_start, "
+        "c.char_end, c.n_tokens, c.text, v.vector_digest FROM chunks c "
+        "LEFT JOIN vectors v USING (chunk_id) WHERE c.revision_id = ? ORDER BY c.ordinal",
+        [src["current_revision_id"]]))
+    for c in chunks:
+        spans = json.loads(c.pop("spans_json"))
+        c["page"] = c["page_start"]
+        c["bbox"] = next((s["bbox"] for s in spans if s["bbox"]), None)
+        c["spans"] = spans
+    for r in revisions:
+        r["acquired_at"] = str(r["acquired_at"])
+        r["blob"] = str(layout.blob_path(r["digest"]))
+    return {"generation": generation, "source": src, "revisions": revisions, "pages": pages,
+            "chunks": chunks}
+
+
+def chunk_join_report(layout: StoreLayout, generation: str) -> dict:
+    """How many chunks join chunk → revision → source (all of them, in a sound generation)."""
+    con = _connect(layout, generation)
+    row = con.execute(
+        "SELECT count(*) AS chunks, count(r.revision_id) AS with_revision, count(s.source_id) AS with_source "
+        "FROM chunks c LEFT JOIN revisions r ON c.revision_id = r.revision_id "
+        "LEFT JOIN sources s ON r.source_id = s.source_id").fetchone()
+    return {"chunks": row[0], "with_revision": row[1], "with_source": row[2]}
