@@ -16,6 +16,7 @@ from schemas.settings import MabillonSettings
 
 COMMAND_MODULES = [
     "flows.cli_release",
+    "flows.cli_ask",
 ]
 
 

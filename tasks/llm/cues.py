@@ -39,7 +39,7 @@ _NOT_ENTITIES = {
     "sur", "par", "pour", "avec", "un", "une", "ce", "cette", "ces", "il", "elle", "ils", "elles",
     "quelle", "est", "sont", "ont", "france", "gouvernement", "republique", "etat",
 }
-_PARTICLES = {"de", "des", "du", "d'", "la", "le", "l'", "et"}
+_PARTICLES = {"de", "des", "du", "d'", "la", "le", "l'"}
 _TOKEN = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ][A-Za-zÀ-ÖØ-öø-ÿ'’\-]*")
 
 

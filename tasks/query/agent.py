@@ -228,18 +228,19 @@ def search_step(ctx: QuestionContext, state: AgentState) -> None:
     silently = _hold_widened(state, with_warm(state, widened))
     channel = ChannelResult(tool=tool, args=checked,
                             hits=[h.summary() for h in shown_all + widened],
-                            shown=[h.chunk_id for h in shown], held_silently=silently)
+                            shown=[h.chunk_id for h in shown],
+                            held_silently=[v.chunk_id for v in silently])
     if not shown:
         return _skip(state, result, tool, "no new results; change the query, tool or corpus",
-                     channel=channel)
+                     channel=channel, verdicts=silently)
     state.pending = shown
     state.effective += 1
     state.feedback = None
     state.actions.append(Action(state.raw, tool, f"{_brief_args(checked)} → {len(shown)} new"))
-    _record(state, "search", True, result, channel=channel, purpose="search")
+    _record(state, "search", True, result, channel=channel, verdicts=silently, purpose="search")
 
 
-def _hold_widened(state: AgentState, hits: list[Hit]) -> list[str]:
+def _hold_widened(state: AgentState, hits: list[Hit]) -> list[Verdict]:
     """Hits only the ±days widening found are held, never accepted, and the agent is not told."""
     held = []
     for h in visible(state, hits):
@@ -247,16 +248,16 @@ def _hold_widened(state: AgentState, hits: list[Hit]) -> list[str]:
                           rationale=f"date {h.date} next to the range asked",
                           sub_question=state.index, step=state.raw, by="widening")
         apply_verdict(state, h, verdict)
-        held.append(h.chunk_id)
+        held.append(verdict)
     return held
 
 
 def _skip(state: AgentState, result: LlmResult, tool: str, why: str,
-          channel: ChannelResult | None = None) -> None:
+          channel: ChannelResult | None = None, verdicts: list[Verdict] = ()) -> None:
     state.feedback = f"{tool} skipped: {why}"
     state.actions.append(Action(state.raw, "skipped", f"{tool}: {why}"))
     _record(state, "skipped", False, result, feedback=state.feedback, channel=channel,
-            purpose="search")
+            verdicts=list(verdicts), purpose="search")
 
 
 def _brief_args(args: dict[str, Any]) -> str:

@@ -1,0 +1,66 @@
+"""Readable renderings of an evidence package: plain text for the CLI, markdown for the
+Prefect artifact. Pure functions; the caller prints or publishes."""
+from __future__ import annotations
+
+from schemas.query import EvidenceDocument, EvidencePackage
+
+
+def _ranks(d: EvidenceDocument) -> str:
+    r = d.ranks
+    parts = [f"{k} {v}" for k, v in (("bm25", r.bm25), ("dense", r.dense),
+                                      ("temporal", r.temporal), ("fused", r.fused)) if v]
+    return ", ".join(parts) or "no warm-start rank"
+
+
+def _cite(d: EvidenceDocument) -> str:
+    if not d.evidence:
+        return ""
+    e = d.evidence[0]
+    where = f"p.{e.page}" if e.page is not None else "page ?"
+    box = f" box {[round(x) for x in e.bbox]}" if e.bbox else ""
+    return f"{e.chunk_id}, {where}{box}, chars {e.char_start}-{e.char_end}"
+
+
+def _snippet(d: EvidenceDocument, chars: int = 220) -> str:
+    return " ".join(d.evidence[0].text.split())[:chars] if d.evidence else ""
+
+
+def render_text(p: EvidencePackage, limit: int = 10) -> str:
+    lines = [f"Q: {p.question}",
+             f"generation {p.generation} · provider {p.provider} ({p.model}) · "
+             f"{len(p.accepted)} accepted · {p.cost.llm_calls} calls · "
+             f"{p.cost.total_s:.2f}s (model {p.cost.model_s:.2f}s, framework {p.cost.framework_s:.2f}s)"]
+    if p.flags:
+        lines.append("flags: " + ", ".join(p.flags))
+    for d in p.documents[:limit]:
+        mark = {"accepted": "✓", "held": "?", "retrieved": " "}[d.status]
+        conf = f"{d.confirmations}× confirmed" if d.confirmations else d.status
+        lines.append(f"{d.rank:>2}. {mark} {d.doc_id}  [{d.corpus}, {d.date}]  {conf}")
+        if d.rationales:
+            lines.append(f"      why: {d.rationales[0]}")
+        lines.append(f"      cite: {_cite(d)}  rev {(d.revision or '?')[:16]}  sha256 "
+                     f"{(d.digest or '?')[:12]}")
+        lines.append(f"      ranks: {_ranks(d)}")
+        if (s := _snippet(d)):
+            lines.append(f"      « {s} »")
+    if p.record:
+        lines.append(f"record: {p.record}")
+    return "\n".join(lines)
+
+
+def render_markdown(p: EvidencePackage, limit: int = 20) -> str:
+    out = [f"# {p.question}", "",
+           f"Generation `{p.generation}`, provider **{p.provider}** ({p.model}); "
+           f"{len(p.accepted)} accepted; {p.cost.llm_calls} calls; model {p.cost.model_s:.2f}s, "
+           f"framework {p.cost.framework_s:.2f}s.", ""]
+    if p.flags:
+        out += [f"Flags: {', '.join(p.flags)}", ""]
+    out += ["| # | document | corpus | date | status | conf. | ranks | rationale | citation |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for d in p.documents[:limit]:
+        why = (d.rationales[0] if d.rationales else "").replace("|", "/")
+        out.append(f"| {d.rank} | `{d.doc_id}` | {d.corpus} | {d.date} | {d.status} | "
+                   f"{d.confirmations} | {_ranks(d)} | {why} | {_cite(d)} |")
+    if p.record:
+        out += ["", f"Query record: `{p.record}`"]
+    return "\n".join(out)

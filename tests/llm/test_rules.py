@@ -1,0 +1,136 @@
+"""The LLM-free `rules` policy: what it plans, accepts, briefs and how briefings steer."""
+from __future__ import annotations
+
+import json
+
+from schemas.query import OUTPUT_SCHEMAS
+from tasks.llm import cues
+from tasks.llm.base import Ledger, LlmRequest, call_validated
+from tasks.llm.rules import RulesProvider
+
+CORPORA = ["journal_officiel", "l_intransigeant", "le_gaulois"]
+
+
+def ask(purpose, context):
+    req = LlmRequest(purpose, [{"role": "user", "content": "(rendered prompt)"}],
+                     OUTPUT_SCHEMAS[purpose], context)
+    return call_validated(RulesProvider(), req, Ledger()).value  # schema-valid by construction
+
+
+def plan(question, cap=4, corpora=CORPORA):
+    return ask("plan", {"question": question, "corpora": corpora, "max_sub_questions": cap})
+
+
+def test_entities_keep_their_surface_form_and_skip_question_words():
+    q = "En 1887, comment M. Pierre Blanc et la Compagnie des Messageries Maritimes sont-ils jugés ?"
+    assert cues.entities(q) == ["Pierre Blanc", "Compagnie des Messageries Maritimes"]
+    assert cues.entities("Entre L'Intransigeant et Le Gaulois, lequel critique M. Ribot ?") == ["Ribot"]
+
+
+def test_entity_matching_tolerates_ocr_splits_and_accents():
+    text = cues.squash("il appelle M. Flo- quet au fauteuil; M. Pierre Blanc s'assied")
+    assert cues.match_entity("M. Floquet", text) == 1.0
+    assert cues.match_entity("Pierre Blanc", text) == 1.0
+    assert cues.match_entity("Jules Floquet", text) == 0.5  # distinctive last word only
+    assert cues.match_entity("Ribot", text) == 0.0
+
+
+def test_dates_in_french_and_iso():
+    assert cues.dates_in("la séance du 13 janvier 1887 et celle du 1887-02-01") == [
+        "1887-02-01", "1887-01-13"]
+
+
+def test_plan_for_both_papers_targets_each_paper_then_all():
+    p = plan("Entre L'Intransigeant et Le Gaulois, lequel critique le plus la loi militaire ?")
+    targets = [s["target_corpus"] for s in p["sub_questions"]]
+    assert targets == ["le_gaulois", "l_intransigeant", None]
+    assert all("Intransigeant" not in s["text"] for s in p["sub_questions"])
+
+
+def test_plan_for_chamber_and_press_puts_the_debate_first_within_the_cap():
+    q = "Quel argument M. Ribot avance-t-il à la Chambre, et comment la presse le rapporte-t-elle ?"
+    targets = [s["target_corpus"] for s in plan(q)["sub_questions"]]
+    assert targets == ["journal_officiel", "le_gaulois", "l_intransigeant", None]
+    assert [s["target_corpus"] for s in plan(q, cap=2)["sub_questions"]] == [
+        "journal_officiel", "le_gaulois"]
+    assert plan(q)["sub_questions"][0]["entities"] == ["Ribot"]
+
+
+def test_plan_only_targets_corpora_the_principal_can_read():
+    q = "Quel argument M. Ribot avance-t-il à la Chambre, et comment la presse le rapporte-t-elle ?"
+    targets = [s["target_corpus"] for s in plan(q, corpora=["le_gaulois"])["sub_questions"]]
+    assert targets == ["le_gaulois", None]
+
+
+SQ = {"text": "M. Floquet président", "target_corpus": "le_gaulois", "entities": ["Floquet"],
+      "dates": []}
+JO_BRIEF = {"summary": "", "confirmed_facts": [], "dates": ["1887-01-13"],
+            "entities": ["Pierre Blanc"], "gaps": [], "search_hints": []}
+
+
+def hit(cid, text, date="1887-01-20", fused=None, rank=5, tool="bm25"):
+    return {"chunk_id": cid, "doc_id": cid.split("#")[0], "corpus": "le_gaulois", "date": date,
+            "text": text, "tool": tool, "rank": rank, "widened": False,
+            "warm": {"fused": fused, "bm25": fused, "dense": fused, "temporal": None}
+            if fused else None}
+
+
+def test_review_accepts_on_entity_and_date_and_names_what_matched():
+    out = ask("review", {"sub_question": SQ, "briefings": [JO_BRIEF], "accepted": [], "hits": [
+        hit("a#0", "M. Flo- quet monte au fauteuil", date="1887-01-14"),
+        hit("b#0", "Le cours des blés à la Bourse", date="1887-03-02")]})
+    v = {x["chunk_id"]: x for x in out["args"]["verdicts"]}
+    assert v["a#0"]["verdict"] == "accept" and v["b#0"]["verdict"] == "reject"
+    assert "Floquet" in v["a#0"]["rationale"] and "1887-01-14" in v["a#0"]["rationale"]
+    assert all(len(x["rationale"]) <= 120 for x in v.values())
+
+
+def test_review_holds_a_partial_match():
+    out = ask("review", {"sub_question": SQ, "briefings": [], "accepted": [],
+                         "hits": [hit("c#0", "M. Floquet parle", date="1887-05-01")]})
+    assert out["args"]["verdicts"][0]["verdict"] == "hold"
+
+
+def test_briefing_dates_steer_the_next_press_search():
+    brief = ask("briefing", {"sub_question": {**SQ, "target_corpus": "journal_officiel"},
+                             "accepted": [{"doc_id": "jo", "corpus": "journal_officiel",
+                                           "date": "1887-01-13", "rationale": "r",
+                                           "text": "M. Floquet. M. Pierre Blanc. M. Pierre Blanc."}]})
+    assert brief["dates"] == ["1887-01-13"] and "Pierre Blanc" in brief["entities"]
+    assert "1887-01-15" in brief["search_hints"][0]
+    step = ask("search", {"sub_question": SQ, "briefings": [brief], "searches": [],
+                          "accepted": [], "budget_left": 6})
+    assert step["action"] == "date_range"
+    assert (step["args"]["date_from"], step["args"]["date_to"]) == ("1887-01-12", "1887-01-15")
+    assert step["args"]["corpus"] == "le_gaulois"
+
+
+def test_search_runs_each_tool_once_then_finishes():
+    ctx = {"sub_question": SQ, "briefings": [], "searches": [], "accepted": [], "budget_left": 9}
+    tools = []
+    for _ in range(5):
+        step = ask("search", ctx)
+        tools.append(step["action"])
+        ctx["searches"].append({"tool": step["action"], "args": step["args"]})
+    assert tools == ["substring", "dense", "finish", "finish", "finish"]
+    assert ask("search", ctx | {"searches": [], "budget_left": 1})["action"] == "finish"
+
+
+def test_replan_retries_over_all_corpora_only_within_the_cap():
+    done = [{"text": "q", "target_corpus": "le_gaulois", "entities": [], "accepted": 0}]
+    out = ask("replan", {"done": done, "remaining": [], "max_sub_questions": 2})
+    assert [s["target_corpus"] for s in out["sub_questions"]] == [None]
+    assert ask("replan", {"done": done, "remaining": [], "max_sub_questions": 1})["sub_questions"] == []
+
+
+def test_rerank_puts_each_sub_question_best_first():
+    cands = [{"doc_id": "jo-2nd", "corpus": "journal_officiel", "date": None, "positions": [2], "fused": 1},
+             {"doc_id": "gau-1st", "corpus": "le_gaulois", "date": None, "positions": [1], "fused": 9},
+             {"doc_id": "jo-1st", "corpus": "journal_officiel", "date": None, "positions": [1], "fused": 3}]
+    assert ask("rerank", {"candidates": cands})["order"] == ["jo-1st", "gau-1st", "jo-2nd"]
+
+
+def test_rules_output_is_json_text_like_a_model():
+    req = LlmRequest("plan", [], OUTPUT_SCHEMAS["plan"],
+                     {"question": "M. Ribot à la Chambre", "corpora": CORPORA})
+    assert json.loads(RulesProvider().complete(req).text)["sub_questions"]
