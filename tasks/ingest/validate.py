@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.generation import ExpectationResult, ValidationReport
+from schemas.settings import ValidationSettings
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,11 @@ class ValidationPolicy:
     dim: int
     norm_tolerance: float = 1e-3
     extra: tuple[ExpectationSpec, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_settings(cls, settings: ValidationSettings, dim: int) -> "ValidationPolicy":
+        extra = tuple(ExpectationSpec(e.table, e.expectation, dict(e.kwargs)) for e in settings.extra)
+        return cls(dim=dim, norm_tolerance=settings.norm_tolerance, extra=extra)
 
 
 def default_suite(policy: ValidationPolicy) -> list[ExpectationSpec]:
@@ -53,7 +59,7 @@ def default_suite(policy: ValidationPolicy) -> list[ExpectationSpec]:
 
 def chunk_frame(chunks: pa.Table, page_lengths: dict[tuple[str, int], int] | None = None) -> pd.DataFrame:
     """Chunk columns plus the derived checks the suite reads."""
-    df = chunks.select(["chunk_id", "doc_id", "text", "tenant", "date", "char_start", "char_end",
+    df = chunks.select(["chunk_id", "doc_id", "corpus", "text", "tenant", "date", "char_start", "char_end",
                         "page_start", "page_end"]).to_pandas()
     df["text_chars"] = df["text"].fillna("").str.strip().str.len()
     df["n_groups"] = pc.list_value_length(chunks["groups"]).fill_null(0).to_numpy(zero_copy_only=False)

@@ -5,6 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from schemas.embedding import EmbeddingSpace
 from schemas.lineage import ParsedDocument
 from tasks.store.atomic import atomic_write_parquet, atomic_write_text
 from tasks.store.layout import StoreLayout
@@ -41,3 +42,12 @@ def save_vectors(layout: StoreLayout, space_id: str, segmenter_id: str, revision
         "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), dim),
     })
     atomic_write_parquet(layout.vectors_cache(space_id, segmenter_id, revision_id), table)
+
+
+def load_space(layout: StoreLayout, key: str) -> EmbeddingSpace | None:
+    path = layout.staging / "spaces" / f"{key}.json"
+    return EmbeddingSpace.model_validate_json(path.read_text("utf-8")) if path.exists() else None
+
+
+def save_space(layout: StoreLayout, key: str, space: EmbeddingSpace) -> None:
+    atomic_write_text(layout.staging / "spaces" / f"{key}.json", space.model_dump_json())

@@ -1,0 +1,74 @@
+import pytest
+
+from schemas.embedding import EmbeddingInputTooLong
+from schemas.lineage import Element, ParsedDocument, ParsedPage
+from schemas.settings import EmbeddingSettings
+from tasks.ingest.chunk import PAGE_JOINER, chunk_document, plan_for, sentence_spans
+from tasks.ingest.embed import load_embedder
+from tasks.ingest.parse.normalize import normalize_text
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return load_embedder(EmbeddingSettings(model="minilm"))
+
+
+def _doc(pages: list[str], boxes: bool = False) -> ParsedDocument:
+    out = []
+    for n, text in enumerate(pages, start=1):
+        elements = []
+        if boxes:
+            cursor = 0
+            for i, para in enumerate(text.split("\n\n")):
+                elements.append(Element(char_start=cursor, char_end=cursor + len(para),
+                                        bbox=(10.0, 20.0 + 30 * i, 500.0, 45.0 + 30 * i)))
+                cursor += len(para) + 2
+        out.append(ParsedPage(page_no=n, raw_text=text, normalized_text=normalize_text(text),
+                              parser="test", parser_version="1", elements=elements))
+    return ParsedDocument(revision_id="rtest", pages=out)
+
+
+def test_sentence_spans_trim_and_split_on_french_punctuation():
+    text = "La séance est ouverte. « Très bien ! » dit M. Floquet.\n\nNouvel alinéa"
+    spans = [text[a:b] for a, b in sentence_spans(text)]
+    assert spans[0] == "La séance est ouverte."
+    assert spans[-1] == "Nouvel alinéa"
+
+
+def test_chunks_never_exceed_the_model_limit_counted_by_its_tokenizer(embedder):
+    plan = plan_for(embedder.count_tokens, 60, embedder.space.max_input_tokens, "t")
+    sentence = "Le ministre de l'intérieur répond à l'interpellation sur les incendies du canton. "
+    monster = " ".join(["anticonstitutionnellement"] * 400)  # one sentence far over the limit
+    chunks = chunk_document(_doc([sentence * 30 + monster]), "d", plan, embedder.count_tokens)
+    counts = embedder.count_tokens([c.text for c in chunks])
+    assert max(counts) <= embedder.space.max_input_tokens
+    assert all(c.n_tokens == n for c, n in zip(chunks, counts))
+    assert len(chunks) > 10
+
+
+def test_offsets_point_into_raw_text_and_ids_are_deterministic(embedder):
+    plan = plan_for(embedder.count_tokens, 40, embedder.space.max_input_tokens, "t")
+    pages = ["Première page. " * 20, "Deuxième   page,\navec un mot coupé en fin de li-\ngne. " * 10]
+    doc = _doc(pages)
+    a = chunk_document(doc, "d", plan, embedder.count_tokens)
+    b = chunk_document(doc, "d", plan, embedder.count_tokens)
+    assert [c.chunk_id for c in a] == [c.chunk_id for c in b]
+    raw = PAGE_JOINER.join(pages)
+    for c in a:
+        assert c.text == normalize_text(raw[c.char_start:c.char_end])
+    assert {c.page_start for c in a} == {1, 2}
+    assert "ligne" in " ".join(c.text for c in a)  # hyphenation joined in normalised text only
+
+
+def test_chunks_carry_page_and_box_spans(embedder):
+    plan = plan_for(embedder.count_tokens, 30, embedder.space.max_input_tokens, "t")
+    page = "\n\n".join(f"Paragraphe numéro {i} du registre des délibérations." for i in range(6))
+    chunks = chunk_document(_doc([page], boxes=True), "d", plan, embedder.count_tokens)
+    assert all(c.spans and c.spans[0].bbox is not None for c in chunks)
+    first = chunks[0].spans[0].bbox
+    assert first[0] == 10.0 and first[1] == 20.0
+
+
+def test_embedder_refuses_over_limit_input_instead_of_truncating(embedder):
+    with pytest.raises(EmbeddingInputTooLong):
+        embedder.embed_documents(["mot " * 1000])
