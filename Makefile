@@ -1,0 +1,51 @@
+# Mabillon — the two commands a new user needs:
+#   make demo   set everything up (Debian packages, .venv, Python packages) and run the main job
+#               on the bundled sample: ingest → publish → lineage → one question answered
+#   make test   set everything up and run the whole test suite (what CI runs)
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+SAMPLE := warehouse/inbox/sample
+QUESTION ?= Quelles réparations le conseil municipal de Saint-Aubin-des-Bois a-t-il votées pour l'école en 1887 ?
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export GX_ANALYTICS_ENABLED := false
+export DO_NOT_TRACK := 1
+
+.PHONY: setup system-packages demo test test-fast bench clean-state
+
+setup: system-packages $(VENV)/.installed
+
+# Debian packages: tesseract with French data, a TTF font for rendered scans, chromium for the UI test.
+system-packages:
+	@bash deploy/install-system-packages.sh
+
+$(VENV)/.installed: pyproject.toml
+	@command -v $(PY) >/dev/null || { echo "needs $(PY)"; exit 1; }
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first and pinned: the CPU build on this machine; a looser spec pulls a CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test,e5]'
+	@touch $@
+
+demo: setup
+	$(BIN)/python -m flows.make_sample $(SAMPLE) --with-refusals
+	$(BIN)/mabillon ingest $(SAMPLE)
+	$(BIN)/mabillon generations
+	$(BIN)/mabillon lineage deliberations/vaux-le-moutier-an-2-brumaire-22
+	$(BIN)/mabillon ask "$(QUESTION)"
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: setup
+	$(BIN)/python bench/bench_ingest.py
+
+clean-state:
+	rm -rf warehouse/blobs warehouse/lance warehouse/lineage warehouse/indexes warehouse/staging \
+	       warehouse/inbox manifests/generations manifests/reports manifests/queries manifests/routing.json
