@@ -44,6 +44,10 @@ class OcrSettings(BaseModel):
     min_text_layer_chars: int = 20
     # Tesseract page segmentation mode: 3 = automatic layout without orientation detection.
     page_segmentation: int = 3
+    # 3×3 median filter before OCR: scanner grain makes tesseract find nothing, and slowly.
+    denoise: bool = True
+    # A page whose OCR runs longer than this is kept as empty with the reason, not retried.
+    page_timeout_s: int = 180
 
 
 class LlmSettings(BaseModel):

@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytesseract
+from PIL import ImageFilter
 
 from schemas.lineage import Element, ParsedPage
 from schemas.settings import OcrSettings
@@ -96,21 +97,31 @@ def assemble(data: dict[str, list], scale: float) -> OcrText:
 
 
 def ocr_render(render: PageRender, settings: OcrSettings) -> OcrText:
+    """Raises RuntimeError when tesseract runs past settings.page_timeout_s."""
+    image = render.image.filter(ImageFilter.MedianFilter(3)) if settings.denoise else render.image
     data = pytesseract.image_to_data(
-        render.image, lang=settings.language, config=f"--psm {settings.page_segmentation} --dpi {render.dpi}",
-        output_type=pytesseract.Output.DICT)
+        image, lang=settings.language, config=f"--psm {settings.page_segmentation} --dpi {render.dpi}",
+        output_type=pytesseract.Output.DICT, timeout=settings.page_timeout_s)
     return assemble(data, render.scale)
 
 
 def ocr_page(render: PageRender, settings: OcrSettings) -> ParsedPage:
     """OCR one rendered page into a ParsedPage that records the engine and its confidence."""
-    result = ocr_render(render, settings)
+    try:
+        result = ocr_render(render, settings)
+        empty_reason = None if result.text else "OCR found no words on the page"
+    except pytesseract.TesseractError:
+        raise  # tesseract itself failed (e.g. a missing language): a setup error, not a page's
+    except RuntimeError as exc:  # pytesseract's timeout; the other pages of the document go on
+        log.warning("OCR of page %d stopped: %s", render.page_no, exc)
+        result = OcrText(text="", elements=[], confidence=None)
+        empty_reason = f"OCR stopped after {settings.page_timeout_s} s"
     return ParsedPage(
         page_no=render.page_no, raw_text=result.text, normalized_text=normalize_text(result.text),
         parser=f"tesseract/{settings.language}", parser_version=f"tesseract-{tesseract_version()}",
         ocr_confidence=result.confidence, width=render.width, height=render.height,
         dpi=render.dpi, rotation=float(render.rotation), elements=result.elements,
-        empty_reason=None if result.text else "OCR found no words on the page",
+        empty_reason=empty_reason,
     )
 
 
