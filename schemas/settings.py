@@ -87,6 +87,16 @@ class RetentionSettings(BaseModel):
     keep_last: int = 5
 
 
+class ServeSettings(BaseModel):
+    """`mabillon serve`: the local Prefect server and the scheduled ingest deployment."""
+
+    drop_folder: Path | None = None  # walked like `mabillon ingest FOLDER` on each scheduled run
+    uri_list: Path | None = None  # a text file, one local path or file:// URI a line
+    ingest_cron: str | None = None  # e.g. "*/15 * * * *"; None: scheduled ingest runs on demand only
+    host: str = "127.0.0.1"
+    port: int = 4200
+
+
 class MabillonSettings(BaseSettings):
     """State locations and defaults; every field can be set as MABILLON_<FIELD> (nested with __)."""
 
@@ -104,6 +114,7 @@ class MabillonSettings(BaseSettings):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     query: LoopParams = Field(default_factory=LoopParams)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     default_tenant: str = "default"
     default_groups: list[str] = Field(default_factory=lambda: ["public"])
     actor: str = Field(default="local-operator", description="who is recorded in routing history")
