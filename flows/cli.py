@@ -16,7 +16,9 @@ from schemas.settings import MabillonSettings
 
 COMMAND_MODULES = [
     "flows.cli_release",
+    "flows.cli_ops",
     "flows.cli_ask",
+    "flows.cli_serve",
 ]
 
 
@@ -58,6 +60,8 @@ def quiet_libraries() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,19 +16,19 @@ from tasks.ingest.acquire import AccessDefaults
 from tasks.ingest.chunk import plan_for
 from tasks.ingest.embed import load_embedder, space_cache_key
 from tasks.ingest.publish import switch_to, write_generation
-from tasks.ingest.stage import StagedGeneration, chunks_table, empty_generation, merge_generation, \
+from tasks.ingest.stage import StagedGeneration, chunks_table, load_serving, merge_generation, \
     pages_and_elements, revision_from_row
-from tasks.ingest.steps import (acquire_task, chunk_task, classify, embed_task, hold_point, inspect_task,
+from tasks.ingest.steps import (acquire_task, refuse_tombstoned, chunk_task, classify, embed_task, hold_point, inspect_task,
                                 parse_task, reconcile_task, validate_task)
 from tasks.ingest.validate import ValidationPolicy
 from tasks.store.atomic import release_lock
-from tasks.store.generation_io import read_generation
 from tasks.store.lance_store import tagged_generations
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import lineage_generations
 from tasks.store.manifests import next_generation_id
 from tasks.store.routing import read_routing
 from tasks.store.staging import load_space, save_space
+from tasks.store.tombstones import read_tombstones
 
 log = logging.getLogger(__name__)
 
@@ -47,17 +47,6 @@ class ReconcileFailed(RuntimeError):
     def __init__(self, report: ReconcileReport):
         self.report = report
         super().__init__("reconcile failed, nothing was published: " + "; ".join(report.problems))
-
-
-def load_serving(layout: StoreLayout, space) -> tuple[str | None, StagedGeneration, str | None]:
-    serving = read_routing(layout).serving
-    if serving is None:
-        return None, empty_generation(space), None
-    manifest, tables, vectors = read_generation(layout, serving)
-    base = StagedGeneration(sources=tables["sources"], revisions=tables["revisions"], pages=tables["pages"],
-                            elements=tables["elements"], chunks=tables["chunks"], vectors=vectors,
-                            space=manifest.embedding_space)
-    return serving, base, manifest.space_id
 
 
 def _publish_artifacts(generation: str, report: ReconcileReport, run: RunCounts, quarantined) -> None:
@@ -96,6 +85,8 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
     with release_lock(layout.lock):
         serving, base, base_space_id = load_serving(layout, space)
         revisions, quarantined = acquire_task([Path(p) for p in paths], defaults, layout)
+        revisions, refused = refuse_tombstoned(revisions, read_tombstones(layout))
+        quarantined += refused
         accepted, refused = inspect_task(revisions, layout, settings)
         quarantined += refused
         base_current = [revision_from_row(r) for r in base.revisions.to_pylist() if r["is_current"]]
@@ -132,7 +123,8 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
         manifest = write_generation(layout, generation, serving, staged, report, validation, run,
                                     quarantined, chunk_plan.segmenter,
                                     {"target_tokens": settings.chunking.target_tokens,
-                                     "content_limit": chunk_plan.content_limit})
+                                     "content_limit": chunk_plan.content_limit},
+                                    settings.embedding.model)
         _publish_artifacts(generation, report, run, quarantined)
         if options.promote:
             switch_to(layout, manifest, settings.actor, options.reason,

@@ -97,6 +97,9 @@ class GenerationManifest(BaseModel):
     parent: str | None
     embedding_space: EmbeddingSpace
     space_id: str
+    # The configured model that produced the space ("minilm", "e5" or a local folder), so the
+    # query side loads the matching encoder whichever generation is promoted or rolled back to.
+    embedding_model: str = "minilm"
     lance_table: str
     lance_version: int
     lance_tag: str
@@ -111,6 +114,26 @@ class GenerationManifest(BaseModel):
     chunking: dict = Field(default_factory=dict)
     validation: dict = Field(default_factory=dict)
     pinned: bool = False
+    # Source ids removed physically after deletion (the generation's data was rewritten without them).
+    purged_sources: list[str] = Field(default_factory=list)
+
+
+class Tombstone(BaseModel):
+    doc_id: str
+    at: datetime
+    actor: str
+    reason: str = ""
+    purged_at: datetime | None = None
+
+
+class TombstoneList(BaseModel):
+    """Lives outside every generation and applies to whichever serves: no rollback resurrects."""
+
+    tombstones: list[Tombstone] = Field(default_factory=list)
+
+    @property
+    def doc_ids(self) -> set[str]:
+        return {t.doc_id for t in self.tombstones}
 
 
 class RoutingEvent(BaseModel):
@@ -129,6 +152,7 @@ class RoutingRecord(BaseModel):
     space_id: str | None = None
     history: list[RoutingEvent] = Field(default_factory=list)
     retired: list[str] = Field(default_factory=list)
+    pinned: list[str] = Field(default_factory=list)
 
 
 class GenerationStatus(BaseModel):

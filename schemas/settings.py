@@ -85,6 +85,9 @@ class ValidationSettings(BaseModel):
 
 class RetentionSettings(BaseModel):
     keep_last: int = 5
+    # How long a deleted document may linger physically (masked from answers at once). 0: purge
+    # during `delete` itself; otherwise `mabillon gc` purges once the window has passed.
+    deletion_window_s: int = 0
 
 
 class ServeSettings(BaseModel):

@@ -13,7 +13,8 @@ os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="mabillon-prefect-
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 for key, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "GX_ANALYTICS_ENABLED": "false",
-                   "TOKENIZERS_PARALLELISM": "false", "DO_NOT_TRACK": "1"}.items():
+                   "TOKENIZERS_PARALLELISM": "false", "DO_NOT_TRACK": "1",
+                   "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}.items():
     os.environ.setdefault(key, value)
 
 from schemas.settings import PROJECT_ROOT, MabillonSettings  # noqa: E402

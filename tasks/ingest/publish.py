@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 def write_generation(layout: StoreLayout, generation: str, parent: str | None,
                      staged: StagedGeneration, report: ReconcileReport, validation: ValidationReport,
                      run: RunCounts, quarantined: list[Quarantined], segmenter: str,
-                     chunking: dict) -> GenerationManifest:
+                     chunking: dict, embedding_model: str) -> GenerationManifest:
     """Everything but the switch: after this the generation exists, staged, not serving."""
     version = write_generation_table(layout, generation, staged.lance_table())
     lineage_dir = write_lineage_snapshot(layout, generation, staged.lineage_tables())
@@ -32,7 +32,8 @@ def write_generation(layout: StoreLayout, generation: str, parent: str | None,
         parsers[name] = ver
     manifest = GenerationManifest(
         generation=generation, created_at=datetime.now(timezone.utc), parent=parent,
-        embedding_space=staged.space, space_id=staged.space.space_id, lance_table=CHUNKS_TABLE,
+        embedding_space=staged.space, space_id=staged.space.space_id, embedding_model=embedding_model,
+        lance_table=CHUNKS_TABLE,
         lance_version=version, lance_tag=generation, lineage_dir=lineage_dir, counts=report.counts,
         digest=report.digest, diff=report.diff, run=run, quarantined=quarantined,
         segmenter=segmenter, parsers=dict(sorted(parsers.items())), chunking=chunking,

@@ -15,6 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.embedding import EmbeddingSpace
+from tasks.store.generation_io import read_generation
+from tasks.store.layout import StoreLayout
+from tasks.store.routing import read_routing
 from schemas.lineage import (CHUNK_SCHEMA, ELEMENT_SCHEMA, PAGE_SCHEMA, REVISION_SCHEMA,
                              SOURCE_SCHEMA, VECTOR_LINEAGE_SCHEMA, Chunk, ParsedDocument, Revision,
                              chunk_table_schema, spans_to_json)
@@ -166,3 +169,30 @@ def revision_from_row(row: dict) -> Revision:
 
 def metadata(row: dict) -> dict:
     return json.loads(row.get("metadata_json") or "{}")
+
+
+def load_serving(layout: StoreLayout, space: EmbeddingSpace) -> tuple[str | None, StagedGeneration, str | None]:
+    serving = read_routing(layout).serving
+    if serving is None:
+        return None, empty_generation(space), None
+    manifest, tables, vectors = read_generation(layout, serving)
+    base = StagedGeneration(sources=tables["sources"], revisions=tables["revisions"], pages=tables["pages"],
+                            elements=tables["elements"], chunks=tables["chunks"], vectors=vectors,
+                            space=manifest.embedding_space)
+    return serving, base, manifest.space_id
+
+
+def remove_sources(staged: StagedGeneration, source_ids: set[str]) -> StagedGeneration:
+    """The generation without these sources: no revisions, pages, chunks or vectors of them."""
+    ids = pa.array(sorted(source_ids), pa.string())
+    gone_revs = staged.revisions.filter(pc.is_in(staged.revisions["source_id"], value_set=ids))
+    revs = set(gone_revs["revision_id"].to_pylist())
+    keep = pc.invert(pc.is_in(staged.chunks["source_id"], value_set=ids)) if staged.chunks.num_rows else None
+    return StagedGeneration(
+        sources=staged.sources.filter(pc.invert(pc.is_in(staged.sources["source_id"], value_set=ids))),
+        revisions=staged.revisions.filter(pc.invert(pc.is_in(staged.revisions["source_id"], value_set=ids))),
+        pages=_drop_revisions(staged.pages, revs), elements=_drop_revisions(staged.elements, revs),
+        chunks=staged.chunks.filter(keep) if keep is not None else staged.chunks,
+        vectors=staged.vectors[np.asarray(keep, dtype=bool)] if keep is not None else staged.vectors,
+        space=staged.space,
+    )

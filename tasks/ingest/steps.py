@@ -19,7 +19,7 @@ import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NONE
 
-from schemas.generation import Quarantined, ValidationFailed, ValidationReport
+from schemas.generation import Quarantined, TombstoneList, ValidationFailed, ValidationReport
 from schemas.lineage import Chunk, ParsedDocument, Revision
 from schemas.settings import MabillonSettings
 from tasks.ingest.acquire import AccessDefaults, acquire_one, iter_inputs
@@ -92,6 +92,21 @@ def inspect(revisions: list[Revision], layout: StoreLayout, settings: MabillonSe
                 log.warning("quarantined %s: %s", refused.uri, refused.reason)
             progress.advance()
     return accepted, quarantined
+
+
+def refuse_tombstoned(revisions: list[Revision], tombstones: TombstoneList) -> tuple[list[Revision], list[Quarantined]]:
+    """A deleted document stays deleted: re-ingesting it is refused, not silently served again."""
+    dead = {t.doc_id: t for t in tombstones.tombstones}
+    kept, refused = [], []
+    for rev in revisions:
+        t = dead.get(rev.doc_id)
+        if t is None:
+            kept.append(rev)
+        else:
+            refused.append(Quarantined(uri=rev.uri, digest=rev.digest,
+                                       reason=f"document {rev.doc_id!r} was deleted on {t.at:%Y-%m-%d} "
+                                              f"({t.reason or 'no reason given'}); not re-ingested"))
+    return kept, refused
 
 
 # ---- classify against the serving generation --------------------------------------------------

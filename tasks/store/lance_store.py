@@ -39,3 +39,46 @@ def tagged_generations(layout: StoreLayout) -> list[str]:
     if CHUNKS_TABLE not in db.list_tables().tables:
         return []
     return list(db.open_table(CHUNKS_TABLE).tags.list())
+
+
+def rewrite_generation_table(layout: StoreLayout, generation: str, keep) -> tuple[int, int]:
+    """Rewrite a generation's rows through `keep(table) -> table`, and move its tag to the result.
+
+    Returns (rows before, rows after). The old version is only unreferenced afterwards;
+    `prune_untagged_versions` removes it from disk.
+    """
+    db = connect(layout)
+    lt = db.open_table(CHUNKS_TABLE)
+    lt.checkout(generation)
+    before = lt.to_arrow()
+    after = keep(before)
+    if after.num_rows == before.num_rows:
+        return before.num_rows, after.num_rows
+    new = db.create_table(CHUNKS_TABLE, after, mode="overwrite")
+    new.tags.update(generation, new.version)
+    return before.num_rows, after.num_rows
+
+
+def delete_generation_tag(layout: StoreLayout, generation: str) -> None:
+    db = connect(layout)
+    lt = db.open_table(CHUNKS_TABLE)
+    if generation in lt.tags.list():
+        lt.tags.delete(generation)
+
+
+def prune_untagged_versions(layout: StoreLayout) -> dict:
+    """Physically remove every version no generation tag points to (except the latest).
+
+    LanceDB's own cleanup refuses while tagged versions are older than the cutoff; Lance's
+    dataset API can skip them instead, which is what retention needs.
+    """
+    from datetime import timedelta
+
+    import lance
+
+    path = layout.lance / f"{CHUNKS_TABLE}.lance"
+    if not path.exists():
+        return {}
+    stats = lance.dataset(str(path)).cleanup_old_versions(
+        older_than=timedelta(0), delete_unverified=True, error_if_tagged_old_versions=False)
+    return {"bytes_removed": stats.bytes_removed, "old_versions": stats.old_versions}

@@ -39,3 +39,17 @@ def switch_routing(
     })
     atomic_write_text(layout.routing, updated.model_dump_json(indent=2))
     return updated
+
+
+def update_routing(layout: StoreLayout, retired: list[str] | None = None,
+                   pinned: list[str] | None = None) -> RoutingRecord:
+    """Change the retired/pinned lists without switching; the caller holds the release lock."""
+    current = read_routing(layout)
+    changes = {}
+    if retired is not None:
+        changes["retired"] = sorted(set(retired))
+    if pinned is not None:
+        changes["pinned"] = sorted(set(pinned))
+    updated = current.model_copy(update=changes)
+    atomic_write_text(layout.routing, updated.model_dump_json(indent=2))
+    return updated

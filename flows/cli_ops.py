@@ -1,0 +1,113 @@
+"""CLI commands of operations: promote, rollback, diff, delete, gc, pin."""
+from __future__ import annotations
+
+import argparse
+
+from flows.cli import emit
+from schemas.settings import MabillonSettings
+from tasks.store.layout import StoreLayout
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("promote", parents=[common], help="serve a generation (atomic switch)")
+    p.add_argument("generation")
+    p.add_argument("--reason", default="")
+    p.set_defaults(func=cmd_promote)
+
+    p = sub.add_parser("rollback", parents=[common], help="serve the previously serving generation again")
+    p.add_argument("--to", help="generation to return to")
+    p.add_argument("--reason", default="")
+    p.set_defaults(func=cmd_rollback)
+
+    p = sub.add_parser("diff", parents=[common], help="sources, counts, model and parsers between two generations")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("delete", parents=[common], help="delete documents from every answer and every copy")
+    p.add_argument("doc_ids", nargs="+")
+    p.add_argument("--reason", default="")
+    p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("gc", parents=[common], help="retire old generations and remove them physically")
+    p.set_defaults(func=cmd_gc)
+
+    p = sub.add_parser("pin", parents=[common], help="keep a generation through garbage collection")
+    p.add_argument("generation")
+    p.add_argument("--unpin", action="store_true")
+    p.set_defaults(func=cmd_pin)
+
+
+def _routing_text(r) -> str:
+    last = r.history[-1]
+    return (f"serving {r.serving} ({last.action} by {last.actor}, from {last.from_generation})"
+            + (f": {last.reason}" if last.reason else ""))
+
+
+def cmd_promote(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from flows.operate import PromoteParams, promote
+
+    routing = promote(PromoteParams(generation=args.generation, reason=args.reason), settings=settings)
+    emit(args, routing.model_dump(mode="json"), _routing_text(routing))
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from flows.operate import RollbackParams, rollback
+
+    routing = rollback(RollbackParams(to=args.to, reason=args.reason), settings=settings)
+    emit(args, routing.model_dump(mode="json"), _routing_text(routing))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from tasks.ops.diff import diff_generations
+
+    d = diff_generations(StoreLayout.from_settings(settings), args.a, args.b)
+    s = d.sources
+    lines = [f"{d.a} → {d.b}",
+             f"sources: +{len(s.added)} added, ~{len(s.changed)} changed, -{len(s.removed)} removed, "
+             f"{len(s.unchanged)} unchanged",
+             *(f"  + {x}" for x in s.added[:20]), *(f"  ~ {x}" for x in s.changed[:20]),
+             *(f"  - {x}" for x in s.removed[:20]),
+             f"chunks: {d.chunks[d.a]} → {d.chunks[d.b]}; vectors: {d.vectors[d.a]} → {d.vectors[d.b]}",
+             f"model: {d.model[d.a]} → {d.model[d.b]} (space {d.space_id[d.a]} → {d.space_id[d.b]})",
+             f"parsers: {d.parsers[d.a]} → {d.parsers[d.b]}"]
+    emit(args, d.model_dump(mode="json"), "\n".join(lines))
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from flows.operate import DeleteParams, delete
+
+    r = delete(DeleteParams(doc_ids=args.doc_ids, reason=args.reason), settings=settings)
+    lines = [f"deleted {', '.join(r.doc_ids)}",
+             f"gone from answers after {r.masked_after_s * 1000:.1f} ms (tombstone)"]
+    if r.unknown:
+        lines.append(f"not in the serving generation (tombstoned anyway): {', '.join(r.unknown)}")
+    if r.published_after_s is not None:
+        lines.append(f"generation {r.generation} without them serving after {r.published_after_s:.2f} s")
+    lines.append(f"gone from disk after {r.purged_after_s:.2f} s" if r.purged_after_s is not None
+                 else "physical removal after the retention window (`mabillon gc`)")
+    emit(args, r.model_dump(mode="json"), "\n".join(lines))
+    return 0
+
+
+def cmd_gc(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from flows.operate import gc
+
+    r = gc(settings=settings)
+    lines = [f"kept {', '.join(r.kept) or '-'}; retired {', '.join(r.retired) or '-'}",
+             f"removed {r.cache_files_removed} cache files, {r.blobs_removed} blobs; lance {r.lance}"]
+    if r.purge:
+        lines.append(f"purged {', '.join(r.purge.doc_ids)} from {', '.join(r.purge.generations_rewritten)}")
+    emit(args, r.model_dump(mode="json"), "\n".join(lines))
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from flows.operate import pin
+
+    r = pin(StoreLayout.from_settings(settings), args.generation, pinned=not args.unpin)
+    emit(args, r.model_dump(mode="json"), f"pinned: {', '.join(r.pinned) or '-'}")
+    return 0

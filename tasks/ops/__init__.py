@@ -1,0 +1,1 @@
+"""Operations on generations: promote, roll back, diff, retention, deletion."""

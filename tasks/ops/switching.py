@@ -1,0 +1,55 @@
+"""Promote and roll back: one atomic switch of the routing record, under the release lock.
+
+The routing record names the generation and its embedding space together, and the query side
+loads the encoder recorded in the generation's manifest, so index and encoder switch as one.
+"""
+from __future__ import annotations
+
+from schemas.generation import RoutingRecord
+from tasks.store.atomic import release_lock
+from tasks.store.layout import StoreLayout
+from tasks.store.lance_store import tagged_generations
+from tasks.store.manifests import list_generations, read_manifest
+from tasks.store.routing import read_routing, switch_routing
+
+
+class GenerationUnavailable(RuntimeError):
+    """The generation does not exist, was retired, or its data is gone."""
+
+
+def check_servable(layout: StoreLayout, generation: str, routing: RoutingRecord) -> None:
+    if generation not in list_generations(layout):
+        raise GenerationUnavailable(f"no generation {generation!r}; see `mabillon generations`")
+    if generation in routing.retired:
+        raise GenerationUnavailable(f"generation {generation} is retired and its data removed")
+    if generation not in tagged_generations(layout) or not layout.lineage_dir(generation).exists():
+        raise GenerationUnavailable(f"generation {generation} has no data on disk (index or lineage missing)")
+
+
+def promote(layout: StoreLayout, generation: str, actor: str, reason: str = "") -> RoutingRecord:
+    with release_lock(layout.lock):
+        routing = read_routing(layout)
+        check_servable(layout, generation, routing)
+        if routing.serving == generation:
+            return routing
+        manifest = read_manifest(layout, generation)
+        return switch_routing(layout, generation, manifest.space_id, "promote", actor, reason)
+
+
+def previously_serving(routing: RoutingRecord) -> str | None:
+    """The generation that served before the current one (what `rollback` returns to)."""
+    for event in reversed(routing.history):
+        if event.to_generation == routing.serving and event.from_generation:
+            return event.from_generation
+    return None
+
+
+def rollback(layout: StoreLayout, actor: str, to: str | None = None, reason: str = "") -> RoutingRecord:
+    with release_lock(layout.lock):
+        routing = read_routing(layout)
+        target = to or previously_serving(routing)
+        if target is None:
+            raise GenerationUnavailable("nothing served before the current generation; give --to GEN")
+        check_servable(layout, target, routing)
+        manifest = read_manifest(layout, target)
+        return switch_routing(layout, target, manifest.space_id, "rollback", actor, reason)
