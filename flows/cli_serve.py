@@ -1,0 +1,57 @@
+"""`mabillon serve`: the Prefect UI and the operator deployments, until interrupted."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from schemas.settings import MabillonSettings
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("serve", parents=[common],
+                       help="start a Prefect server (unless PREFECT_API_URL is set) and serve the "
+                            "ingest, operate, ask and evaluate deployments")
+    p.add_argument("--host", help="bind address of a server started here (default: settings, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port of a server started here (default: settings, 4200)")
+    p.add_argument("--drop-folder", help="folder ingested by the scheduled-ingest deployment")
+    p.add_argument("--uri-list", help="file of paths / file:// URIs ingested by scheduled-ingest")
+    p.add_argument("--ingest-cron", help='schedule of scheduled-ingest, e.g. "*/15 * * * *"')
+    p.add_argument("--limit", type=int, help="flow runs executed at once by this process")
+    p.set_defaults(func=cmd_serve)
+
+
+def serve_settings_from(args: argparse.Namespace, settings: MabillonSettings) -> MabillonSettings:
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port),
+                                   ("drop_folder", Path(args.drop_folder).resolve() if args.drop_folder else None),
+                                   ("uri_list", Path(args.uri_list).resolve() if args.uri_list else None),
+                                   ("ingest_cron", args.ingest_cron)) if v is not None}
+    return settings.model_copy(update={"serve": settings.serve.model_copy(update=overrides)})
+
+
+def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from prefect.settings import PREFECT_HOME
+
+    from flows.serve import build_deployments, configured_api_url, serve_deployments, start_server
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    settings = serve_settings_from(args, settings)
+    # Flow runs are child processes that build their settings from the environment.
+    os.environ["MABILLON_HOME"] = str(settings.home)
+    api_url, server = configured_api_url(), None
+    if api_url is None:
+        log_path = Path(PREFECT_HOME.value()) / "mabillon-server.log"
+        server = start_server(settings.serve.host, settings.serve.port, log_path)
+        api_url = server.api_url
+    deployments = build_deployments(settings.serve)
+    names = ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
+    sys.stdout.write(f"Prefect UI: {api_url.removesuffix('/api')}\nserving: {names}\n")
+    sys.stdout.flush()
+    try:
+        serve_deployments(deployments, api_url, args.limit)
+    finally:
+        if server is not None:
+            server.stop()
+    return 0

@@ -1,0 +1,91 @@
+"""The `scheduled-ingest` flow: release whatever sits in a drop folder or is listed in a URI file.
+
+Re-ingesting unchanged inputs is cheap (same bytes → same revision, nothing re-parsed), so each
+scheduled run simply hands the whole folder and list to `release`.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from pydantic import BaseModel, Field
+
+from flows.release import ReleaseOptions, release
+from schemas.generation import IngestResult
+from schemas.settings import MabillonSettings
+
+log = logging.getLogger(__name__)
+
+
+class ScheduledIngestParams(BaseModel):
+    """The parameter form of a scheduled (or on-demand) ingest."""
+
+    drop_folder: str | None = Field(None, description="folder walked like `mabillon ingest FOLDER`")
+    uri_list: str | None = Field(None, description="text file: one local path or file:// URI a line; "
+                                                   "lines starting with # are comments")
+    options: ReleaseOptions = Field(default_factory=lambda: ReleaseOptions(reason="scheduled ingest"))
+
+
+class UriListEntries(BaseModel):
+    paths: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)  # "uri: why" — recorded, not fatal
+
+
+def read_uri_list(path: Path) -> UriListEntries:
+    """Local paths and file:// URIs become paths; other schemes are skipped with the reason, since
+    acquire reads only the local file system today."""
+    out = UriListEntries()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        entry = line.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        parsed = urlparse(entry)
+        if parsed.scheme == "file":
+            out.paths.append(unquote(parsed.path))
+        elif not parsed.scheme:  # relative paths are relative to the list file
+            out.paths.append(str((path.parent / entry).resolve()))
+        else:
+            out.skipped.append(f"{entry}: scheme {parsed.scheme}:// is not read by acquire yet")
+    return out
+
+
+def collect_inputs(params: ScheduledIngestParams) -> UriListEntries:
+    inputs = UriListEntries()
+    if params.drop_folder:
+        inputs.paths.append(params.drop_folder)
+    if params.uri_list:
+        listed = read_uri_list(Path(params.uri_list))
+        inputs.paths += listed.paths
+        inputs.skipped += listed.skipped
+    return inputs
+
+
+def summary_markdown(inputs: UriListEntries, result: IngestResult | None) -> str:
+    lines = ["# Scheduled ingest", "", f"- inputs: {len(inputs.paths)}"]
+    lines += [f"  - `{p}`" for p in inputs.paths]
+    if result is None:
+        lines.append("- nothing to ingest: no drop folder or URI list given")
+    else:
+        state = ("published and serving" if result.published and result.serving else
+                 "published, staged" if result.published else "nothing new; serving unchanged")
+        lines += [f"- generation `{result.generation}`: {state}",
+                  "- this run: " + ", ".join(f"{k} {v}" for k, v in result.run.model_dump().items())]
+        lines += [f"- quarantined `{q.uri}`: {q.reason}" for q in result.quarantined]
+    lines += [f"- skipped `{s}`" for s in inputs.skipped]
+    return "\n".join(lines)
+
+
+@flow(name="scheduled-ingest")
+def scheduled_ingest(params: ScheduledIngestParams,
+                     settings: MabillonSettings | None = None) -> IngestResult | None:
+    settings = settings or MabillonSettings()
+    inputs = collect_inputs(params)
+    for skipped in inputs.skipped:
+        log.warning("scheduled ingest skipped %s", skipped)
+    result = release(inputs.paths, params.options, settings) if inputs.paths else None
+    create_markdown_artifact(key="scheduled-ingest", markdown=summary_markdown(inputs, result),
+                             description="inputs and outcome of one scheduled ingest")
+    return result
