@@ -1,0 +1,98 @@
+"""Deletion reaches every answer at once and every copy on disk; rollback cannot resurrect."""
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from flows.operate import DeleteParams, RollbackParams, delete, gc, rollback
+from flows.release import release
+from schemas.retrieval import Principal
+from schemas.settings import RetentionSettings
+from tasks.query.retriever import Retriever
+from tasks.store.layout import StoreLayout
+from tasks.store.lineage_store import read_lineage_table
+from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
+
+PUBLIC = Principal(principal_id="default", tenant="default", groups=["public"])
+MARKER = "Zéphyrin Quatremère-Dulac"  # appears only in the document to be deleted
+SECRET = {"doc_id": "gaulois-1887-03-05", "corpus": "le_gaulois", "date": "1887-03-05",
+          "text": f"Échos. On annonce que M. {MARKER}, conseiller de préfecture, quitte Alençon pour "
+                  "Rouen; ses amis regrettent un homme d'esprit et un joueur de whist redoutable."}
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    data = needle.encode("utf-8")
+    return [p for p in root.rglob("*") if p.is_file() and data in p.read_bytes()]
+
+
+def hits(settings, query: str) -> list[str]:
+    r = Retriever.open(settings, PUBLIC)
+    return [h.doc_id for h in r.warm_start(query, k=10)] + [h.doc_id for h in r.substring_chunks(MARKER)]
+
+
+@pytest.fixture
+def published(tmp_path: Path, home: Path):
+    settings = settings_for(home)
+    release(paths=[str(write_records(tmp_path / "a.jsonl", [*SAMPLE_RECORDS, SECRET]))], settings=settings)
+    return settings
+
+
+def test_delete_masks_at_once_publishes_without_it_and_purges_every_copy(published, home: Path):
+    settings = published
+    assert SECRET["doc_id"] in hits(settings, MARKER)
+    assert files_containing(home, MARKER)
+    result = delete(DeleteParams(doc_ids=[SECRET["doc_id"]], reason="droit à l'oubli"), settings=settings)
+    assert SECRET["doc_id"] not in hits(settings, MARKER)
+    assert result.generation == "g0002" and result.masked_after_s < result.published_after_s
+    layout = StoreLayout.from_settings(settings)
+    assert SECRET["doc_id"] not in read_lineage_table(layout, "g0002", "sources")["doc_id"].to_pylist()
+    # no LanceDB version, lineage snapshot, cache, blob or record of any retained generation keeps it
+    assert files_containing(home, MARKER) == []
+    assert SECRET["doc_id"] not in read_lineage_table(layout, "g0001", "sources")["doc_id"].to_pylist()
+
+
+def test_rollback_to_a_generation_made_before_the_deletion_does_not_bring_it_back(published):
+    settings = published
+    delete(DeleteParams(doc_ids=[SECRET["doc_id"]]), settings=settings)
+    rollback(RollbackParams(to="g0001"), settings=settings)
+    assert SECRET["doc_id"] not in hits(settings, MARKER)
+
+
+def test_reingesting_a_deleted_document_is_refused(published, tmp_path: Path):
+    settings = published
+    delete(DeleteParams(doc_ids=[SECRET["doc_id"]]), settings=settings)
+    again = release(paths=[str(write_records(tmp_path / "again.jsonl", [SECRET]))], settings=settings)
+    assert not again.published
+    assert "was deleted" in again.quarantined[0].reason
+
+
+def test_with_a_retention_window_gc_purges_once_it_has_passed(tmp_path: Path, home: Path):
+    settings = settings_for(home, retention=RetentionSettings(deletion_window_s=2))
+    release(paths=[str(write_records(tmp_path / "a.jsonl", [*SAMPLE_RECORDS, SECRET]))], settings=settings)
+    result = delete(DeleteParams(doc_ids=[SECRET["doc_id"]]), settings=settings)
+    assert result.purged_after_s is None
+    assert SECRET["doc_id"] not in hits(settings, MARKER)  # masked at once
+    assert files_containing(home, MARKER)  # but still on disk inside the window
+    report = gc(settings=settings)
+    assert report.purge is None  # window not over yet
+    time.sleep(2.5)
+    report = gc(settings=settings)
+    assert report.purge and report.purge.generations_rewritten == ["g0001"]
+    assert files_containing(home, MARKER) == []
+
+
+def test_gc_retires_generations_beyond_retention_but_keeps_serving_and_pinned(tmp_path: Path, home: Path):
+    from flows.operate import pin
+
+    settings = settings_for(home, retention=RetentionSettings(keep_last=1))
+    for i, rec in enumerate(SAMPLE_RECORDS):
+        release(paths=[str(write_records(tmp_path / f"{i}.jsonl", [rec]))], settings=settings)
+    layout = StoreLayout.from_settings(settings)
+    pin(layout, "g0002")
+    report = gc(settings=settings)
+    assert report.kept == ["g0002", "g0004"] and report.retired == ["g0001", "g0003"]
+    assert not layout.lineage_dir("g0001").exists()
+    from tasks.store.lance_store import tagged_generations
+
+    assert sorted(tagged_generations(layout)) == ["g0002", "g0004"]
