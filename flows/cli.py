@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "flows.cli_release",
     "flows.cli_ops",
     "flows.cli_ask",
+    "flows.cli_eval",
     "flows.cli_serve",
 ]
 

@@ -19,7 +19,7 @@ def register(sub, common) -> None:
     p.add_argument("--limit", type=int, help="first N questions only")
     p.add_argument("--provider", help="LLM provider of `trace` (default: from settings)")
     p.add_argument("--concurrency", type=int, default=1, help="questions answered at once")
-    p.add_argument("--principal", help="[ID@]TENANT[:G1,G2] (default: the local operator)")
+    p.add_argument("--principal", help="principal name from MABILLON_HOME/principals.json (default: the default principal)")
     p.add_argument("--generation", help="default: the serving generation")
     p.add_argument("--report", help="folder for per-question Parquet rows, plots and report")
     p.set_defaults(func=cmd_eval)

@@ -15,7 +15,7 @@ from tasks.eval.questions import load_questions
 from tasks.eval.report import build_report, markdown_summary, write_run
 from tasks.eval.run import evaluate as run_system
 from tasks.eval.systems import SYSTEMS, Baseline, System, Trace
-from tasks.query.authorize import resolve_principal
+from tasks.query.principals import resolve_principal
 from tasks.query.retriever import Retriever
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,8 @@ class EvalOptions(BaseModel):
     limit: int | None = Field(None, description="first N questions only")
     provider: str | None = Field(None, description="LLM provider of `trace` (default: settings)")
     concurrency: int = Field(1, ge=1, description="questions answered at once")
-    principal: str | None = Field(None, description="[ID@]TENANT[:G1,G2]; default: local operator")
+    principal: str | None = Field(None, description="a name from principals.json; default: "
+                                                    "the default principal")
     generation: str | None = Field(None, description="default: the serving generation")
     report_dir: str | None = Field(None, description="folder for rows, plots and the report")
 
@@ -39,9 +40,15 @@ def make_system(name: str, depth: int, options: EvalOptions, settings: MabillonS
     if name in ("bm25", "dense", "hybrid"):
         return Baseline(name=name, depth=depth)
     if name == "trace":
-        from tasks.llm import make_provider  # the provider layer of issue 4
+        from flows.ask import api_key
+        from tasks.llm.base import Ledger
+        from tasks.llm.registry import make_provider
 
-        return Trace(provider=make_provider(options.provider, settings), params=settings.query)
+        llm = settings.llm
+        return Trace(provider=make_provider(llm, options.provider, api_key(settings)),
+                     params=settings.query,
+                     new_ledger=lambda: Ledger(max_calls=llm.max_calls_per_question,
+                                               max_tokens=llm.max_tokens_per_question))
     raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
 
 
@@ -56,8 +63,7 @@ def evaluate(questions_path: str, options: EvalOptions | None = None,
     options = options or EvalOptions()
     settings = settings or MabillonSettings()
     questions = load_questions(Path(questions_path), options.limit)
-    principal = resolve_principal(options.principal, settings.default_tenant,
-                                  settings.default_groups)
+    principal = resolve_principal(settings, options.principal)
     retriever = Retriever.open(settings, principal, options.generation)
     depth = max(max(options.ks), 20)
     summaries = []

@@ -65,6 +65,12 @@ class RetrievalSettings(BaseModel):
         default_factory=lambda: {"bm25": 1.0, "dense": 0.5, "temporal": 0.3})
     # How many documents each channel contributes to fusion.
     fusion_depth: int = 100
+    # Warm-start query processing: drop question meta-language and sub-corpus names before
+    # the lexical channel (and the dense one when strip_question_dense).
+    strip_question: bool = True
+    strip_question_dense: bool = False
+    # Without a target corpus, interleave sub-corpora in the fused list.
+    balance_corpora: bool = True
     # Chunks the dense channel fetches before max-pooling them to documents.
     dense_candidates: int = 1000
     half_life_days: float = 3.0

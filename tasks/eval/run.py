@@ -112,10 +112,12 @@ def evaluate(retriever: Retriever, system: System, questions: Sequence[EvalQuest
             ans = system.answer(retriever, q.question)
         except Exception as exc:  # recorded per question, never fatal for the run
             log.warning("%s failed on %s: %s", system.name, q.question_id, exc)
-            ans = SystemAnswer(ranked=[], error=f"{type(exc).__name__}: {exc}")
+            ans = SystemAnswer(ranked=[], accepted=[] if system.accepts else None,
+                               error=f"{type(exc).__name__}: {exc}")
         return score_answer(q, ans, ks)
 
     t0 = time.perf_counter()
+    system.prepare(retriever, [q.question for q in questions])
     rows = []
     for n, row in enumerate(bounded_map(one, questions, concurrency), start=1):
         rows.append(row)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from tasks.query.retriever import Retriever
@@ -29,6 +30,10 @@ class SystemAnswer:
 
 class System(Protocol):
     name: str
+    accepts: bool  # whether answers carry an accepted set (the loop) or only a ranking
+
+    def prepare(self, retriever: Retriever, questions: list[str]) -> None:
+        """Work that batches across questions (query embeddings), done before answering."""
 
     def answer(self, retriever: Retriever, question: str) -> SystemAnswer: ...
 
@@ -39,6 +44,11 @@ class Baseline:
 
     name: str
     depth: int
+    accepts: bool = False
+
+    def prepare(self, retriever: Retriever, questions: list[str]) -> None:
+        if self.name in ("dense", "hybrid"):
+            retriever.prime(questions)
 
     def answer(self, retriever: Retriever, question: str) -> SystemAnswer:
         t0 = time.perf_counter()
@@ -59,16 +69,23 @@ class Baseline:
 
 @dataclass
 class Trace:
-    """The full TRACE loop (tasks.query.loop.answer_question) with one provider."""
+    """The full TRACE loop (tasks.query.loop.answer_question) with one provider; each
+    question gets a fresh ledger (its own call and token budget)."""
 
     provider: Any
     params: Any
+    new_ledger: Callable[[], Any]
     name: str = "trace"
+    accepts: bool = True
+
+    def prepare(self, retriever: Retriever, questions: list[str]) -> None:
+        pass  # the loop's queries are not known in advance
 
     def answer(self, retriever: Retriever, question: str) -> SystemAnswer:
         from tasks.query.loop import answer_question
 
-        package = answer_question(retriever, question, self.provider, self.params)
+        package = answer_question(retriever, question, self.provider, self.params,
+                                  ledger=self.new_ledger())
         docs = sorted(package.documents, key=lambda d: d.rank)
         cost = package.cost
         return SystemAnswer(

@@ -66,23 +66,3 @@ def allowed_where(principal: Principal, excluded_doc_ids: Iterable[str] = ()) ->
         clause += f" AND doc_id NOT IN ({', '.join(sql_literal(d) for d in excluded)})"
     return clause
 
-
-def resolve_principal(spec: str | None, default_tenant: str, default_groups: list[str]) -> Principal:
-    """A principal from a command-line spec, until a directory of principals exists.
-
-    ``None`` → the local operator with the default tenant and groups; ``ID`` → that id with
-    the defaults; ``[ID@]TENANT[:G1,G2]`` → that tenant and groups (default groups if omitted).
-    """
-    if not spec:
-        return Principal(principal_id="local", tenant=default_tenant, groups=list(default_groups))
-    pid, at, rest = spec.partition("@")
-    if not at and ":" not in spec:
-        principal = Principal(principal_id=spec, tenant=default_tenant, groups=list(default_groups))
-    else:
-        body = rest if at else spec
-        tenant, colon, groups = body.partition(":")
-        principal = Principal(
-            principal_id=pid if at else spec, tenant=tenant,
-            groups=[g for g in groups.split(",") if g] if colon else list(default_groups))
-    check_principal(principal)
-    return principal

@@ -47,3 +47,20 @@ def rrf(rankings: Mapping[str, Sequence[DocHit]], weights: Mapping[str, float] |
         out.append(FusedHit(doc_id=doc, fused_score=fused[doc], rank=n, ranks=ranks[doc],
                             best_chunk_id=hit.best_chunk_id, corpus=hit.corpus, date=hit.date))
     return out
+
+
+def balance(fused: Sequence[FusedHit], limit: int | None = None) -> list[FusedHit]:
+    """Interleave sub-corpora: the best document of each corpus, then the second of each, …
+    (within a round, by fused score). Questions about an archive usually cross sub-corpora
+    (a debate and its press report, two papers on one sitting), and a large or verbose
+    sub-corpus otherwise fills the top of the list on its own."""
+    by_corpus: dict[str, list[FusedHit]] = {}
+    for hit in fused:
+        by_corpus.setdefault(hit.corpus, []).append(hit)
+    out: list[FusedHit] = []
+    depth = max((len(v) for v in by_corpus.values()), default=0)
+    for level in range(depth):
+        round_ = [v[level] for v in by_corpus.values() if level < len(v)]
+        out.extend(sorted(round_, key=lambda h: h.rank))
+    out = out[:limit] if limit is not None else out
+    return [h.model_copy(update={"rank": n}) for n, h in enumerate(out, start=1)]

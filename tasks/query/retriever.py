@@ -7,9 +7,9 @@ every channel; nothing outside it is ever scored, returned or fetched.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -20,14 +20,17 @@ from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSe
 from schemas.settings import MabillonSettings
 from tasks.query import bm25 as bm25_mod
 from tasks.query import dense as dense_mod
-from tasks.query.analysis import analyze
+from tasks.query.analysis import analyze, question_query
 from tasks.query.authorize import allowed_mask, allowed_where
-from tasks.query.fusion import rrf
+from tasks.query.fusion import balance, rrf
 from tasks.query.substring import normalize, occurrence_scores
 from tasks.query.temporal import decay_scores
 from tasks.query.view import VIEW_COLUMNS, GenerationView, first_rows, max_pool, top_rows
 
 log = logging.getLogger(__name__)
+
+
+QUERY_CACHE = 4096  # query vectors kept per retriever
 
 
 class NoServingGeneration(LookupError):
@@ -36,7 +39,8 @@ class NoServingGeneration(LookupError):
 
 class Retriever:
     def __init__(self, *, generation: str, space_id: str, view: GenerationView,
-                 lance_table, embed_query: Callable[[str], np.ndarray], principal: Principal,
+                 lance_table, embed_queries: Callable[[list[str]], np.ndarray],
+                 principal: Principal,
                  retrieval: RetrievalSettings, index_dir: Path | None,
                  excluded_doc_ids: Iterable[str] = ()):
         self.generation = generation
@@ -45,7 +49,8 @@ class Retriever:
         self.params = retrieval
         self._view = view
         self._lance = lance_table
-        self._embed_query = functools.lru_cache(maxsize=512)(embed_query)
+        self._embed_queries = embed_queries
+        self._qvecs: OrderedDict[str, np.ndarray] = OrderedDict()  # query text → vector
         self._index_dir = index_dir
         excluded = frozenset(excluded_doc_ids)
         self._allowed = allowed_mask(view.table, principal, excluded)
@@ -87,7 +92,7 @@ class Retriever:
         table = open_generation_table(layout, gen)
         view = _load_view(str(layout.lance), gen, table)
         return cls(generation=gen, space_id=manifest.embedding_space.space_id, view=view,
-                   lance_table=table, embed_query=lambda q: embedder.embed_queries([q])[0],
+                   lance_table=table, embed_queries=embedder.embed_queries,
                    principal=principal, retrieval=settings.retrieval,
                    index_dir=layout.index_dir(gen), excluded_doc_ids=excluded_doc_ids)
 
@@ -99,6 +104,33 @@ class Retriever:
     @property
     def allowed(self) -> np.ndarray:
         return self._allowed.copy()
+
+    def prime(self, queries: list[str]) -> None:
+        """Embed queries in one batch ahead of their searches (an evaluation knows them all;
+        one batch costs a fraction of one call per query)."""
+        with self._lock:
+            missing = list(dict.fromkeys(q for q in queries if q.strip() and q not in self._qvecs))
+        for start in range(0, len(missing), 64):
+            batch = missing[start:start + 64]
+            vecs = self._embed_queries(batch)
+            with self._lock:
+                for q, v in zip(batch, vecs):
+                    self._remember(q, v)
+
+    def _remember(self, query: str, vector: np.ndarray) -> None:
+        self._qvecs[query] = vector
+        self._qvecs.move_to_end(query)
+        while len(self._qvecs) > QUERY_CACHE:
+            self._qvecs.popitem(last=False)
+
+    def query_vector(self, query: str) -> np.ndarray:
+        with self._lock:
+            vec = self._qvecs.get(query)
+        if vec is None:
+            vec = self._embed_queries([query])[0]
+            with self._lock:
+                self._remember(query, vec)
+        return vec
 
     def _index(self) -> bm25_mod.Bm25Index:
         with self._lock:
@@ -118,7 +150,7 @@ class Retriever:
         if not query.strip() or limit <= 0 or not mask.any():
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         where = dense_mod.filter_clause(self._where, corpus, date_from, date_to)
-        ids, sims = dense_mod.search(self._lance, self._embed_query(query), where, limit)
+        ids, sims = dense_mod.search(self._lance, self.query_vector(query), where, limit)
         rows = np.fromiter((self._view.row_of(c) for c in ids), dtype=np.int64, count=len(ids))
         keep = mask[rows]  # the prefilter already did this; a row outside it is a bug, not data
         if not keep.all():
@@ -185,17 +217,27 @@ class Retriever:
                    date: str | None = None) -> list[FusedHit]:
         """Weighted RRF of BM25, dense and (with a date) temporal document rankings.
 
+        The query is a question or sub-question in natural language: its meta-language and
+        the sub-corpus names are dropped before the lexical channel (`question_query`).
         `target_corpus` constrains the candidates of every channel, so a sub-question aimed at
-        a small sub-corpus gets that corpus's best documents rather than the big one's.
+        a small sub-corpus gets that corpus's best documents rather than the big one's;
+        without one, the fused list interleaves sub-corpora (`balance`).
         """
-        depth = max(k, self.params.fusion_depth)
+        p = self.params
+        depth = max(k, p.fusion_depth)
+        lexical = question_query(query, tuple(self.corpora()), p.stem) if p.strip_question else query
+        semantic = lexical if p.strip_question_dense else query
         rankings: dict[str, list[DocHit]] = {
-            "bm25": self.bm25_docs(query, depth, target_corpus),
-            "dense": self.dense_docs(query, depth, target_corpus),
+            "bm25": self.bm25_docs(lexical or query, depth, target_corpus),
+            "dense": self.dense_docs(semantic or query, depth, target_corpus),
         }
         if date:
             rankings["temporal"] = self.temporal_docs(date, depth, target_corpus)
-        return rrf(rankings, self.params.weights, k=self.params.rrf_k, limit=k)
+        weights = {c: w for c, w in p.weights.items() if w > 0}
+        fused = rrf({c: h for c, h in rankings.items() if c in weights}, weights, k=p.rrf_k)
+        if target_corpus is None and p.balance_corpora:
+            return balance(fused, limit=k)
+        return [h for h in fused[:k]]
 
     # lookups --------------------------------------------------------------------------------
     def chunk(self, chunk_id: str) -> ChunkHit:

@@ -84,5 +84,6 @@ def make_retriever(lance_table, toy_table, principal=PUBLIC, excluded=(), index_
                    **params) -> Retriever:
     return Retriever(
         generation="g0001", space_id="toy", view=GenerationView.from_table(toy_table),
-        lance_table=lance_table, embed_query=toy_vector, principal=principal,
+        lance_table=lance_table,
+        embed_queries=lambda qs: np.stack([toy_vector(q) for q in qs]), principal=principal,
         retrieval=RetrievalSettings(**params), index_dir=index_dir, excluded_doc_ids=excluded)

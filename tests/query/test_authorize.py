@@ -63,3 +63,4 @@ def test_where_clause_and_mask_select_the_same_rows(tmp_path):
                   .limit(100).to_arrow().column("chunk_id").to_pylist())
         mask = allowed_mask(t, P, excluded)
         assert got == {c for c, m in zip(t.column("chunk_id").to_pylist(), mask) if m}
+

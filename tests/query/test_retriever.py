@@ -112,3 +112,11 @@ def test_bm25_index_is_cached_on_disk_and_reused(lance_table, toy_table, tmp_pat
     assert any(p.name.startswith("bm25-") for p in (tmp_path / "idx").iterdir())
     again = make_retriever(lance_table, toy_table, index_dir=tmp_path / "idx").bm25_chunks("Floquet")
     assert [h.chunk_id for h in again] == [h.chunk_id for h in first]
+
+
+def test_warm_start_without_target_interleaves_corpora(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    fused = r.warm_start("Floquet président élection", k=3)
+    assert len({h.corpus for h in fused}) == len(fused)  # three corpora, one each first
+    unbalanced = make_retriever(lance_table, toy_table, balance_corpora=False)
+    assert [h.rank for h in unbalanced.warm_start("Floquet président", k=3)] == [1, 2, 3]

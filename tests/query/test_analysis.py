@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from tasks.query.analysis import analyze, char_ngrams, clean, fold, words
+
+
+def test_fold_removes_case_and_accents():
+    assert fold("Élection DÉPUTÉS ça") == "election deputes ca"
+
+
+def test_line_end_hyphenation_is_rejoined():
+    assert "article" in clean("l'ar- ticle")
+    assert "règlement" in clean("règle-\nment")
+
+
+def test_elisions_and_stopwords_are_dropped():
+    assert words("L'élection de l'Assemblée qu'il a faite") == ["élection", "assemblée", "faite"]
+
+
+def test_stemming_conflates_inflections_and_accents():
+    assert analyze("députés")[0] == analyze("deputes")[0] == analyze("député")[0]
+    assert analyze("élections") == analyze("Election")
+
+
+def test_char_ngrams_tolerate_an_ocr_slip():
+    a, b = set(char_ngrams("ministere", 4)), set(char_ngrams("minislere", 4))
+    assert len(a & b) >= len(a) // 2
+    assert all(t.startswith("~") for t in analyze("ministère", ngrams=3)[1:])
