@@ -63,6 +63,8 @@ class Briefing(BaseModel):
     entities: list[str] = Field(default_factory=list)
     gaps: list[str] = Field(default_factory=list)
     search_hints: list[str] = Field(default_factory=list)
+    # stamped by the loop, not written by the model: the accepted documents behind the facts
+    documents: list[dict[str, Any]] = Field(default_factory=list)  # {doc_id, corpus, date}
 
 
 class ChannelResult(BaseModel):

@@ -6,6 +6,7 @@ Matching folds case and accents and ignores the spaces and hyphens OCR puts insi
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from datetime import date, timedelta
@@ -49,6 +50,7 @@ def fold(text: str) -> str:
     return "".join(c for c in nfkd if not unicodedata.combining(c)).lower()
 
 
+@functools.lru_cache(maxsize=4096)  # the same chunk is scored by review, held review, briefing
 def squash(text: str) -> str:
     """Folded letters only: OCR splits words with spaces and hyphens, this undoes it."""
     return re.sub(r"[^a-z]", "", fold(text))
@@ -70,6 +72,20 @@ def parse_iso(s: str | None) -> date | None:
 def shift(s: str, days: int) -> str:
     d = parse_iso(s)
     return iso(d + timedelta(days=days)) if d else s
+
+
+def date_affinity(corpus_a: str | None, date_a: str | None, corpus_b: str | None,
+                  date_b: str | None) -> int:
+    """How well two documents' dates fit one event: 2 strong, 1 weak, 0 none. A newspaper
+    reports a sitting one or two days after it; the two papers report it a day apart."""
+    a, b = parse_iso(date_a), parse_iso(date_b)
+    if a is None or b is None or corpus_a == corpus_b:
+        return 0
+    if CHAMBER in (corpus_a, corpus_b):
+        lag = (b - a).days if corpus_a == CHAMBER else (a - b).days  # press minus sitting
+        return 2 if lag in (1, 2) else 1 if lag == 3 else 0
+    gap = abs((a - b).days)
+    return 2 if gap == 1 else 1 if gap in (0, 2) else 0
 
 
 def dates_in(text: str) -> list[str]:

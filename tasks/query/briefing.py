@@ -25,6 +25,9 @@ def brief(ctx, state: AgentState) -> tuple[Briefing, LlmCallRecord]:
     context = {"question": ctx.question, "sub_question": state.sub_question.model_dump(),
                "accepted": accepted, "memory": state.memory.model_dump()}
     value, record = recorded_call(ctx, "briefing", messages, context, state.index)
+    documents = [{"doc_id": a["doc_id"], "corpus": a["corpus"], "date": a["date"]}
+                 for a in accepted]
     if value is None:
-        return Briefing(summary="briefing failed", gaps=[record.error or ""]), record
-    return Briefing(**value), record
+        return Briefing(summary="briefing failed", gaps=[record.error or ""],
+                        documents=documents), record
+    return Briefing(**value, documents=documents), record

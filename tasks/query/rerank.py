@@ -2,14 +2,15 @@
 
 Confirmations = how many sub-questions accepted a document. Groups go in decreasing count;
 inside a group of two or more, one call orders the tie from the agent's own rationales;
-a singleton passes through. Below the accepted documents, the warm-start rankings of the
-sub-questions are interleaved, so rejecting or missing a document never costs the recall the
-warm start already had.
+a singleton passes through. Below the accepted documents come the others by their warm-start
+support — reciprocal-rank fusion of the sub-questions' warm-start lists, so a document several
+sub-questions surfaced ranks above one only one did (measured better than interleaving the
+lists, docs/benchmarks.md) and rejecting or missing a document never costs the recall the warm
+start already had.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import zip_longest
 
 from schemas.query import LlmCallRecord, OUTPUT_SCHEMAS
 from tasks.query import prompts
@@ -28,10 +29,23 @@ class Candidate:
     rationales: list[str] = field(default_factory=list)
     hits: list[Hit] = field(default_factory=list)
     fused: int | None = None  # best warm-start rank over the sub-questions
+    support: float = 0.0  # RRF of its warm-start ranks over the sub-questions
 
     @property
     def confirmations(self) -> int:
         return len(set(self.sub_questions))
+
+
+SUPPORT_K = 60  # the RRF constant of the warm start itself
+
+
+def warm_support(states: list[AgentState]) -> dict[str, float]:
+    support: dict[str, float] = {}
+    for st in states:
+        for doc, ranks in st.warm.items():
+            if ranks.get("fused") is not None:
+                support[doc] = support.get(doc, 0.0) + 1.0 / (SUPPORT_K + ranks["fused"])
+    return support
 
 
 def merge(states: list[AgentState]) -> dict[str, Candidate]:
@@ -44,11 +58,14 @@ def merge(states: list[AgentState]) -> dict[str, Candidate]:
             c.positions.append(pos)
             c.rationales += [v.rationale for _, v in pairs if v.rationale]
             c.hits += [h for h, _ in pairs if h.chunk_id not in {x.chunk_id for x in c.hits}]
+    support = warm_support(states)
     for st in states:
         for doc, ranks in st.warm.items():
             if doc in cands and ranks.get("fused") is not None:
                 f = ranks["fused"]
                 cands[doc].fused = f if cands[doc].fused is None else min(cands[doc].fused, f)
+    for doc, c in cands.items():
+        c.support = support.get(doc, 0.0)
     return cands
 
 
@@ -57,14 +74,15 @@ def groups(cands: dict[str, Candidate]) -> list[list[Candidate]]:
     by_count: dict[int, list[Candidate]] = {}
     for c in cands.values():
         by_count.setdefault(c.confirmations, []).append(c)
-    return [sorted(by_count[n], key=lambda c: (min(c.positions), c.fused or 10**6, c.doc_id))
+    return [sorted(by_count[n], key=lambda c: (-c.support, min(c.positions), c.doc_id))
             for n in sorted(by_count, reverse=True)]
 
 
 def order_tie(ctx, group: list[Candidate], cands: dict[str, Candidate]) -> tuple[list[Candidate], LlmCallRecord]:
     view = [{"doc_id": c.doc_id, "corpus": c.corpus, "date": c.date,
              "rationales": c.rationales[:4], "sub_questions": c.sub_questions,
-             "positions": c.positions, "fused": c.fused} for c in group]
+             "positions": c.positions, "fused": c.fused, "support": round(c.support, 5)}
+            for c in group]
     messages = prompts.rerank_messages(ctx.question, view, OUTPUT_SCHEMAS["rerank"])
     context = {"question": ctx.question, "candidates": view,
                "accepted_dates": {c.doc_id: (c.corpus, c.date) for c in cands.values()}}
@@ -93,10 +111,7 @@ def rank_accepted(ctx, cands: dict[str, Candidate]) -> tuple[list[Candidate], li
 
 
 def backfill(states: list[AgentState], taken: set[str], limit: int) -> list[str]:
-    """Documents not accepted, in the sub-questions' warm-start orders interleaved."""
-    out: list[str] = []
-    for row in zip_longest(*(st.warm_order for st in states)):
-        for doc in row:
-            if doc is not None and doc not in taken and doc not in out:
-                out.append(doc)
-    return out[:limit]
+    """Documents not accepted, by warm-start support over the sub-questions."""
+    support = warm_support(states)
+    rest = sorted((d for d in support if d not in taken), key=lambda d: (-support[d], d))
+    return rest[:max(0, limit)]

@@ -75,17 +75,25 @@ def hit(cid, text, date="1887-01-20", fused=None, rank=5, tool="bm25"):
             if fused else None}
 
 
-def test_review_accepts_on_entity_and_date_and_names_what_matched():
+def test_review_accepts_the_best_passage_only_and_names_what_matched():
     out = ask("review", {"sub_question": SQ, "briefings": [JO_BRIEF], "accepted": [], "hits": [
-        hit("a#0", "M. Flo- quet monte au fauteuil", date="1887-01-14"),
-        hit("b#0", "Le cours des blés à la Bourse", date="1887-03-02")]})
+        hit("a#0", "M. Flo- quet monte au fauteuil", date="1887-01-14", fused=2),
+        hit("b#0", "Le cours des blés à la Bourse", date="1887-03-02"),
+        hit("c#0", "M. Floquet préside", date="1887-03-02", fused=1)]})
     v = {x["chunk_id"]: x for x in out["args"]["verdicts"]}
-    assert v["a#0"]["verdict"] == "accept" and v["b#0"]["verdict"] == "reject"
+    assert [v[c]["verdict"] for c in ("a#0", "b#0", "c#0")] == ["accept", "reject", "hold"]
     assert "Floquet" in v["a#0"]["rationale"] and "1887-01-14" in v["a#0"]["rationale"]
     assert all(len(x["rationale"]) <= 120 for x in v.values())
 
 
-def test_review_holds_a_partial_match():
+def test_review_accepts_nothing_more_once_the_sub_question_has_its_document():
+    out = ask("review", {"sub_question": SQ, "briefings": [JO_BRIEF],
+                         "accepted": [{"doc_id": "x", "corpus": "le_gaulois", "date": None}],
+                         "hits": [hit("a#0", "M. Floquet", date="1887-01-14", fused=1)]})
+    assert out["args"]["verdicts"][0]["verdict"] == "hold"
+
+
+def test_review_holds_a_lone_entity_match():
     out = ask("review", {"sub_question": SQ, "briefings": [], "accepted": [],
                          "hits": [hit("c#0", "M. Floquet parle", date="1887-05-01")]})
     assert out["args"]["verdicts"][0]["verdict"] == "hold"
@@ -98,10 +106,11 @@ def test_briefing_dates_steer_the_next_press_search():
                                            "text": "M. Floquet. M. Pierre Blanc. M. Pierre Blanc."}]})
     assert brief["dates"] == ["1887-01-13"] and "Pierre Blanc" in brief["entities"]
     assert "1887-01-15" in brief["search_hints"][0]
+    brief["documents"] = [{"doc_id": "jo", "corpus": "journal_officiel", "date": "1887-01-13"}]
     step = ask("search", {"sub_question": SQ, "briefings": [brief], "searches": [],
                           "accepted": [], "budget_left": 6})
-    assert step["action"] == "date_range"
-    assert (step["args"]["date_from"], step["args"]["date_to"]) == ("1887-01-12", "1887-01-15")
+    assert step["action"] == "date_range"  # the press reports the sitting one or two days on
+    assert (step["args"]["date_from"], step["args"]["date_to"]) == ("1887-01-14", "1887-01-15")
     assert step["args"]["corpus"] == "le_gaulois"
 
 
@@ -123,11 +132,21 @@ def test_replan_retries_over_all_corpora_only_within_the_cap():
     assert ask("replan", {"done": done, "remaining": [], "max_sub_questions": 1})["sub_questions"] == []
 
 
-def test_rerank_puts_each_sub_question_best_first():
-    cands = [{"doc_id": "jo-2nd", "corpus": "journal_officiel", "date": None, "positions": [2], "fused": 1},
-             {"doc_id": "gau-1st", "corpus": "le_gaulois", "date": None, "positions": [1], "fused": 9},
-             {"doc_id": "jo-1st", "corpus": "journal_officiel", "date": None, "positions": [1], "fused": 3}]
-    assert ask("rerank", {"candidates": cands})["order"] == ["jo-1st", "gau-1st", "jo-2nd"]
+def test_rerank_orders_a_tie_by_warm_start_support_then_date_fit():
+    cands = [{"doc_id": "jo", "corpus": "journal_officiel", "date": "1887-01-13", "support": 0.03},
+             {"doc_id": "gau", "corpus": "le_gaulois", "date": "1887-03-01", "support": 0.02},
+             {"doc_id": "int", "corpus": "l_intransigeant", "date": "1887-01-15", "support": 0.02}]
+    dates = {c["doc_id"]: (c["corpus"], c["date"]) for c in cands}
+    order = ask("rerank", {"candidates": cands, "accepted_dates": dates})["order"]
+    assert order == ["jo", "int", "gau"]  # int reports the 01-13 sitting two days later
+
+
+def test_date_affinity_follows_how_papers_report_sittings():
+    assert cues.date_affinity("journal_officiel", "1887-01-13", "le_gaulois", "1887-01-14") == 2
+    assert cues.date_affinity("le_gaulois", "1887-01-15", "journal_officiel", "1887-01-13") == 2
+    assert cues.date_affinity("le_gaulois", "1887-01-12", "journal_officiel", "1887-01-13") == 0
+    assert cues.date_affinity("le_gaulois", "1887-01-12", "l_intransigeant", "1887-01-13") == 2
+    assert cues.date_affinity("le_gaulois", "1887-01-12", "le_gaulois", "1887-01-13") == 0
 
 
 def test_rules_output_is_json_text_like_a_model():

@@ -1,0 +1,140 @@
+"""Query latency of `ask` (issue 4): framework time vs model time per question, and what the
+loop returns, on the serving generation and the shared development questions.
+
+    .venv/bin/python bench/bench_ask.py --home /tmp/mab-agent --limit 100 [--provider rules]
+
+Prints one JSON document; `--write docs/benchmarks.md` replaces the "Query latency (issue 4)"
+section there with the figures. Retrieval quality figures are for orientation only; the
+evaluation harness (`mabillon eval`) is the reference.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SECTION = "## Query latency (issue 4)"
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def recall(ranked: list[str], gold: list[str], k: int) -> float:
+    return len(set(ranked[:k]) & set(gold)) / len(gold)
+
+
+def mrr_multi(ranked: list[str], gold: list[str]) -> float:
+    pos = {d: i for i, d in enumerate(ranked, 1)}
+    return sum(1 / pos[g] for g in gold if g in pos) / len(gold)
+
+
+def run(args: argparse.Namespace) -> dict:
+    from schemas.query import LoopParams
+    from schemas.settings import MabillonSettings
+    from tasks.llm.registry import make_provider
+    from tasks.query.loop import answer_question
+    from tasks.query.principals import resolve_principal
+    from tasks.query.retriever import Retriever
+
+    settings = MabillonSettings(home=Path(args.home).resolve())
+    t0 = time.perf_counter()
+    retriever = Retriever.open(settings, resolve_principal(settings))
+    provider = make_provider(settings.llm, args.provider)
+    params: LoopParams = settings.query
+    first = answer_question(retriever, "séance de la Chambre", provider, params)  # warm caches
+    open_s = time.perf_counter() - t0
+    rows = [json.loads(l) for l in Path(args.questions).read_text("utf-8").splitlines() if l.strip()]
+    rows = rows[:args.limit] if args.limit else rows
+    fw, model, total, calls, n_acc = [], [], [], [], []
+    q_trace = {"recall@10": [], "mrr_multi": []}
+    q_hybrid = {"recall@10": [], "mrr_multi": []}
+    for row in rows:
+        p = answer_question(retriever, row["question"], provider, params,
+                            question_id=row.get("question_id"))
+        fw.append(p.cost.framework_s)
+        model.append(p.cost.model_s)
+        total.append(p.cost.total_s)
+        calls.append(p.cost.llm_calls)
+        n_acc.append(len(p.accepted))
+        ranked = [d.doc_id for d in p.documents]
+        hybrid = [h.doc_id for h in retriever.warm_start(row["question"], 20)]
+        for dst, rk in ((q_trace, ranked), (q_hybrid, hybrid)):
+            dst["recall@10"].append(recall(rk, row["gold_ids"], 10))
+            dst["mrr_multi"].append(mrr_multi(rk, row["gold_ids"]))
+    return {
+        "generation": retriever.generation, "provider": provider.name, "n": len(rows),
+        "machine": f"{platform.processor() or platform.machine()}, {__import__('os').cpu_count()} cores",
+        "open_and_first_s": round(open_s, 2),
+        "framework_s": {"mean": round(statistics.mean(fw), 4), "p50": round(pct(fw, .5), 4),
+                        "p95": round(pct(fw, .95), 4), "max": round(max(fw), 4)},
+        "model_s": {"mean": round(statistics.mean(model), 4)},
+        "total_s": {"mean": round(statistics.mean(total), 4), "p95": round(pct(total, .95), 4)},
+        "llm_calls_mean": round(statistics.mean(calls), 2),
+        "accepted_mean": round(statistics.mean(n_acc), 2),
+        "trace": {k: round(statistics.mean(v), 4) for k, v in q_trace.items()},
+        "hybrid": {k: round(statistics.mean(v), 4) for k, v in q_hybrid.items()},
+        "params": params.model_dump(),
+        "command": " ".join(["bench/bench_ask.py", *sys.argv[1:]]),
+    }
+
+
+def section(result: dict) -> str:
+    fw, tot = result["framework_s"], result["total_s"]
+    return "\n".join([
+        SECTION, "",
+        f"`{result['command']}` — generation `{result['generation']}`, provider "
+        f"`{result['provider']}`, {result['n']} development questions, one at a time, on "
+        f"{result['machine']}.", "",
+        "| measure | value |", "|---|---|",
+        f"| framework s / question (mean, p50, p95, max) | {fw['mean']}, {fw['p50']}, {fw['p95']}, {fw['max']} |",
+        f"| model s / question (mean) | {result['model_s']['mean']} |",
+        f"| total s / question (mean, p95) | {tot['mean']}, {tot['p95']} |",
+        f"| LLM calls / question (mean) | {result['llm_calls_mean']} |",
+        f"| accepted documents / question (mean) | {result['accepted_mean']} |",
+        f"| open retriever + first question (s) | {result['open_and_first_s']} |",
+        f"| recall@10 trace / hybrid (orientation) | {result['trace']['recall@10']} / {result['hybrid']['recall@10']} |",
+        f"| mrr_multi trace / hybrid (orientation) | {result['trace']['mrr_multi']} / {result['hybrid']['mrr_multi']} |",
+        "",
+        "Framework time is everything but waiting on the provider (retrieval, prompt rendering, "
+        "validation, bookkeeping, lineage, record); with `rules` the provider's own time is the "
+        "model time. Target: framework < 0.5 s per question.", ""])
+
+
+def write_section(path: Path, text: str) -> None:
+    doc = path.read_text("utf-8") if path.exists() else "# Benchmarks\n"
+    if SECTION in doc:
+        head, rest = doc.split(SECTION, 1)
+        nxt = rest.find("\n## ")
+        doc = head + text + (rest[nxt + 1:] if nxt >= 0 else "")
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + text
+    path.write_text(doc, "utf-8")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", required=True)
+    ap.add_argument("--questions", default=str(ROOT.parent / "shared/histqa1887/dev.jsonl"))
+    ap.add_argument("--limit", type=int, default=100)
+    ap.add_argument("--provider", default="rules")
+    ap.add_argument("--write", help="markdown file whose query-latency section to replace")
+    args = ap.parse_args()
+    import logging
+    logging.basicConfig(level=logging.ERROR)
+    result = run(args)
+    print(json.dumps(result, indent=2))
+    if args.write:
+        write_section(Path(args.write), section(result))
+
+
+if __name__ == "__main__":
+    main()
