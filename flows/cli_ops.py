@@ -24,6 +24,14 @@ def register(sub, common) -> None:
     p.add_argument("b")
     p.set_defaults(func=cmd_diff)
 
+    p = sub.add_parser("shadow", parents=[common], help="compare a staged generation with the serving one on questions")
+    p.add_argument("generation")
+    p.add_argument("questions", help="JSONL: question, optional question_id and gold_ids")
+    p.add_argument("--system", default="hybrid", choices=["bm25", "dense", "hybrid"])
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--principal")
+    p.set_defaults(func=cmd_shadow)
+
     p = sub.add_parser("delete", parents=[common], help="delete documents from every answer and every copy")
     p.add_argument("doc_ids", nargs="+")
     p.add_argument("--reason", default="")
@@ -74,6 +82,28 @@ def cmd_diff(args: argparse.Namespace, settings: MabillonSettings) -> int:
              f"model: {d.model[d.a]} → {d.model[d.b]} (space {d.space_id[d.a]} → {d.space_id[d.b]})",
              f"parsers: {d.parsers[d.a]} → {d.parsers[d.b]}"]
     emit(args, d.model_dump(mode="json"), "\n".join(lines))
+    return 0
+
+
+def cmd_shadow(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from pathlib import Path
+
+    from tasks.ops.shadow import load_shadow_questions, shadow_compare
+    from tasks.query.principals import resolve_principal
+
+    principal = resolve_principal(settings, args.principal)
+    r = shadow_compare(settings, principal, args.generation, load_shadow_questions(Path(args.questions)),
+                       system=args.system, k=args.k)
+
+    def fmt(v):
+        return "n/a" if v is None else f"{v:.3f}"
+
+    lines = [f"shadow {r.staged} (staged) vs {r.serving} (serving), {r.system}, {r.n} questions, k={r.k}",
+             f"recall@{r.k}: {fmt(r.recall_staged)} vs {fmt(r.recall_serving)}",
+             f"mean top-{r.k} overlap: {r.mean_overlap:.2f}",
+             f"latency median {r.latency_staged_median_s * 1000:.1f} ms vs {r.latency_serving_median_s * 1000:.1f} ms; "
+             f"p95 {r.latency_staged_p95_s * 1000:.1f} ms vs {r.latency_serving_p95_s * 1000:.1f} ms"]
+    emit(args, r.model_dump(mode="json"), "\n".join(lines))
     return 0
 
 

@@ -96,3 +96,20 @@ def test_two_concurrent_publishes_serialise_and_never_tear_the_routing_record(tm
     # serialised: the later publish built on the earlier one, so it serves every source
     assert max(results, key=lambda r: r["generation"])["counts"]["sources"] == len(SAMPLE_RECORDS)
     assert set(seen) <= {"g0001", "g0002", "g0003"} and len(seen) > 10
+
+
+def test_shadow_compares_a_staged_generation_with_the_serving_one(two_generations, tmp_path: Path):
+    from tasks.ops.shadow import ShadowQuestion, shadow_compare
+
+    questions = [ShadowQuestion(question_id="q1", question=QUESTIONS[0],
+                                gold_ids=["gaulois-1887-03-03", "jo-1887-03-02"]),
+                 ShadowQuestion(question_id="q2", question=QUESTIONS[2])]
+    report = shadow_compare(two_generations, PUBLIC, "g0002", questions)
+    assert (report.staged, report.serving, report.n) == ("g0002", "g0001", 2)
+    first = report.rows[0]
+    # g0002 rewrote the Gaulois article away from the subject: it falls in the staged ranking
+    assert first.staged.index("gaulois-1887-03-03") > first.serving.index("gaulois-1887-03-03")
+    assert first.recall_serving == 1.0 and report.rows[1].recall_staged is None
+    # serving holds 3 documents, staged 4 (a superset): top-10 lists share 3 of 10 slots
+    assert report.mean_overlap == pytest.approx(0.3)
+    assert report.latency_staged_median_s > 0 and report.latency_serving_p95_s > 0

@@ -1,0 +1,109 @@
+"""Shadow comparison: the same questions on a staged generation and on the serving one.
+
+An operator reads recall (where gold ids exist), how much the top-k lists overlap, and latency
+on both sides before deciding to promote.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from schemas.retrieval import Principal
+from schemas.settings import MabillonSettings
+from tasks.eval.systems import Baseline
+from tasks.query.retriever import Retriever
+from tasks.store.layout import StoreLayout
+from tasks.store.routing import read_routing
+
+
+class ShadowQuestion(BaseModel):
+    question: str
+    question_id: str | None = None
+    gold_ids: list[str] = Field(default_factory=list)
+
+
+class ShadowRow(BaseModel):
+    question_id: str
+    staged: list[str]
+    serving: list[str]
+    overlap: float  # |top-k ∩ top-k| / k
+    recall_staged: float | None
+    recall_serving: float | None
+    latency_staged_s: float
+    latency_serving_s: float
+
+
+class ShadowReport(BaseModel):
+    staged: str
+    serving: str
+    system: str
+    k: int
+    n: int
+    recall_staged: float | None
+    recall_serving: float | None
+    mean_overlap: float
+    latency_staged_median_s: float
+    latency_serving_median_s: float
+    latency_staged_p95_s: float
+    latency_serving_p95_s: float
+    rows: list[ShadowRow]
+
+
+def load_shadow_questions(path: Path) -> list[ShadowQuestion]:
+    out = []
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+        if line.strip():
+            q = ShadowQuestion.model_validate(json.loads(line))
+            out.append(q if q.question_id else q.model_copy(update={"question_id": f"q{n}"}))
+    return out
+
+
+def _recall(ranked: list[str], gold: list[str], k: int) -> float | None:
+    return len(set(ranked[:k]) & set(gold)) / len(set(gold)) if gold else None
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+def shadow_compare(settings: MabillonSettings, principal: Principal, staged: str,
+                   questions: list[ShadowQuestion], system: str = "hybrid", k: int = 10) -> ShadowReport:
+    serving = read_routing(StoreLayout.from_settings(settings)).serving
+    if serving is None:
+        raise RuntimeError("nothing is serving; promote a generation before shadowing another")
+    sides = {"staged": Retriever.open(settings, principal, staged),
+             "serving": Retriever.open(settings, principal, serving)}
+    runner = Baseline(name=system, depth=max(k, 50))
+    rows = []
+    for q in questions:
+        ranked, latency = {}, {}
+        for side, retriever in sides.items():
+            t0 = time.perf_counter()
+            ranked[side] = runner.answer(retriever, q.question).ranked[:k]
+            latency[side] = time.perf_counter() - t0
+        rows.append(ShadowRow(
+            question_id=q.question_id or "", staged=ranked["staged"], serving=ranked["serving"],
+            overlap=len(set(ranked["staged"]) & set(ranked["serving"])) / k,
+            recall_staged=_recall(ranked["staged"], q.gold_ids, k),
+            recall_serving=_recall(ranked["serving"], q.gold_ids, k),
+            latency_staged_s=latency["staged"], latency_serving_s=latency["serving"]))
+
+    def mean_of(values):
+        vals = [v for v in values if v is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    return ShadowReport(
+        staged=staged, serving=serving, system=system, k=k, n=len(rows),
+        recall_staged=mean_of(r.recall_staged for r in rows),
+        recall_serving=mean_of(r.recall_serving for r in rows),
+        mean_overlap=mean_of(r.overlap for r in rows) or 0.0,
+        latency_staged_median_s=statistics.median(r.latency_staged_s for r in rows) if rows else 0.0,
+        latency_serving_median_s=statistics.median(r.latency_serving_s for r in rows) if rows else 0.0,
+        latency_staged_p95_s=_p95([r.latency_staged_s for r in rows]) if rows else 0.0,
+        latency_serving_p95_s=_p95([r.latency_serving_s for r in rows]) if rows else 0.0,
+        rows=rows)
