@@ -48,6 +48,9 @@ class OcrSettings(BaseModel):
     denoise: bool = True
     # A page whose OCR runs longer than this is kept as empty with the reason, not retried.
     page_timeout_s: int = 180
+    # OpenMP threads inside each tesseract process (0: tesseract's default, all cores). Page
+    # workers are the parallelism; OpenMP on top made OCR 3× slower on 2 shared cores.
+    tesseract_threads: int = 1
 
 
 class LlmSettings(BaseModel):

@@ -114,3 +114,22 @@ def test_an_image_that_cannot_be_decoded_is_refused():
     data = fx.straight_scan("PNG")[:3000]
     with pytest.raises(ParseRefused, match="malformed image"):
         parse_image(data, fx.revision_for("x.png", data), SETTINGS)
+
+
+def test_a_page_whose_ocr_times_out_is_kept_empty_with_the_reason(monkeypatch):
+    import pytesseract
+
+    def too_slow(*args, **kwargs):
+        raise RuntimeError("Tesseract process timeout")
+
+    monkeypatch.setattr(pytesseract, "image_to_data", too_slow)
+    pages = ocr_pages([_line_image("Registre")], OcrSettings(workers=1, page_timeout_s=5))
+    assert pages[0].raw_text == "" and pages[0].empty_reason == "OCR stopped after 5 s"
+
+
+def test_tesseract_openmp_threads_follow_the_setting(monkeypatch):
+    import os
+
+    monkeypatch.delenv("OMP_THREAD_LIMIT", raising=False)
+    ocr_pages([_line_image("Cote")], OcrSettings(workers=1, tesseract_threads=1))
+    assert os.environ["OMP_THREAD_LIMIT"] == "1"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -133,6 +134,10 @@ def ocr_pages(renders: Iterable[PageRender], settings: OcrSettings) -> list[Pars
     rendering (pymupdf is not thread-safe) while the pool runs tesseract.
     """
     workers = max(1, settings.workers)
+    if settings.tesseract_threads > 0:
+        # tesseract reads its OpenMP limit from the environment it inherits; pytesseract offers
+        # no other channel, so the setting is applied here, where the processes are started.
+        os.environ["OMP_THREAD_LIMIT"] = str(settings.tesseract_threads)
     pages: list[ParsedPage] = []
     in_flight: deque[Future[ParsedPage]] = deque()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ocr") as pool:
