@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 from prefect import Flow, serve
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
-from prefect.deployments.runner import RunnerDeployment
+from prefect.deployments.runner import EntrypointType, RunnerDeployment
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.utilities.callables import parameter_schema
 
@@ -151,7 +151,9 @@ def build_deployments(serve_settings: ServeSettings) -> list[RunnerDeployment]:
         (ask_batch, {}),
         (evaluate, {}),
     ]
-    return [operator_form(f.to_deployment(name=f.name, tags=["mabillon"], **kwargs), f)
+    # Module entrypoints load from the installed package, whatever the serving directory.
+    return [operator_form(f.to_deployment(name=f.name, tags=["mabillon"],
+                                          entrypoint_type=EntrypointType.MODULE_PATH, **kwargs), f)
             for f, kwargs in specs]
 
 

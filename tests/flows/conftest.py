@@ -1,0 +1,118 @@
+"""A real Prefect server and a `mabillon serve` process, shared by the deployment and UI tests.
+
+Everything binds to loopback; every process is started in its own group and killed with it.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import SAMPLE_RECORDS, write_records
+
+MABILLON = Path(sys.executable).with_name("mabillon")
+SERVED = {"scheduled-ingest", "promote", "rollback", "delete", "gc", "ask", "ask-batch", "evaluate"}
+INGEST_CRON = "0 3 * * *"
+ASK_QUESTION = "Quand le débat sur les blés a-t-il été renvoyé à jeudi ?"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_group(process: subprocess.Popen, timeout_s: float = 20) -> None:
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout_s)
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory):
+    from flows.serve import start_server
+
+    root = tmp_path_factory.mktemp("prefect-server")
+    server = start_server("127.0.0.1", free_port(), root / "server.log", prefect_home=root / "home")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def served_home(tmp_path_factory, prefect_server) -> Path:
+    """A home with one published generation of the sample records (built through the CLI)."""
+    root = tmp_path_factory.mktemp("served")
+    records = write_records(root / "records.jsonl", SAMPLE_RECORDS)
+    home = root / "home"
+    env = {**os.environ, "PREFECT_API_URL": prefect_server.api_url}
+    done = subprocess.run([str(MABILLON), "ingest", str(records), "--home", str(home)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return home
+
+
+@pytest.fixture(scope="session")
+def drop_folder(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("drop")
+
+
+@pytest.fixture(scope="session")
+def serving(prefect_server, served_home, drop_folder):
+    """`mabillon serve` against the test server, until every deployment is registered."""
+    log = (served_home.parent / "serve.log").open("wb")
+    env = {**os.environ, "PREFECT_API_URL": prefect_server.api_url}
+    process = subprocess.Popen(
+        [str(MABILLON), "serve", "--home", str(served_home), "--drop-folder", str(drop_folder),
+         "--ingest-cron", INGEST_CRON],
+        cwd=served_home.parent,  # flow runs must not depend on the serving directory
+        env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        wait_for_deployments(prefect_server.api_url, SERVED, process, timeout_s=180)
+        yield process
+    finally:
+        stop_group(process)
+        log.close()
+
+
+def wait_for_deployments(api_url: str, names: set[str], process: subprocess.Popen,
+                         timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"mabillon serve exited with {process.returncode}"
+        found = {d["name"] for d in httpx.post(f"{api_url}/deployments/filter", json={},
+                                               timeout=10).json()}
+        if names <= found:
+            return
+        time.sleep(1)
+    raise TimeoutError(f"deployments not registered within {timeout_s}s: {names - found}")
+
+
+@pytest.fixture(scope="session")
+def ask_run(prefect_server, serving):
+    """One `ask` deployment run triggered through the API, waited for."""
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: prefect_server.api_url}):
+        return run_deployment("ask/ask", parameters={"params": {"question": ASK_QUESTION}},
+                              timeout=300)
+
+
+def artifacts_of(api_url: str, flow_run_id) -> dict[str, dict]:
+    rows = httpx.post(f"{api_url}/artifacts/filter",
+                      json={"artifacts": {"flow_run_id": {"any_": [str(flow_run_id)]}}},
+                      timeout=10).json()
+    return {a["key"]: a for a in rows}
