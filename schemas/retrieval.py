@@ -60,9 +60,11 @@ class RetrievalSettings(BaseModel):
 
     rrf_k: int = 60
     # Weighted RRF: each channel's 1/(k + rank) is multiplied by its weight. Equal weights
-    # let the weaker dense channel pull BM25's good documents down (measured, issue 5).
+    # let the weaker dense channel pull BM25's good documents down; 0.2–0.35 for dense was
+    # best on the development questions (docs/benchmarks.md). Temporal only votes when a
+    # date is resolvable, and metadata dates are imperfect, so it stays a light vote.
     weights: dict[str, float] = Field(
-        default_factory=lambda: {"bm25": 1.0, "dense": 0.5, "temporal": 0.3})
+        default_factory=lambda: {"bm25": 1.0, "dense": 0.3, "temporal": 0.3})
     # How many documents each channel contributes to fusion.
     fusion_depth: int = 100
     # Warm-start query processing: drop question meta-language and sub-corpus names before
@@ -78,7 +80,9 @@ class RetrievalSettings(BaseModel):
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
     stem: bool = True
-    char_ngrams: int = 0  # 0 = words only; n > 0 adds character n-grams of each word
+    # Character n-grams of each word beside the words (0 = words only): OCR slips then cost
+    # a few grams rather than the whole word; 4 measured best (docs/benchmarks.md).
+    char_ngrams: int = 4
 
 
 class EvalQuestion(BaseModel):

@@ -64,8 +64,11 @@ class Retriever:
 
     @classmethod
     def open(cls, settings: MabillonSettings, principal: Principal, generation: str | None = None,
-             excluded_doc_ids: Iterable[str] = ()) -> "Retriever":
+             excluded_doc_ids: Iterable[str] | None = None) -> "Retriever":
         """Open the serving generation (or `generation`) for `principal`.
+
+        `excluded_doc_ids` defaults to the tombstone list, which lives outside any generation
+        and so applies to whichever one is opened (a rollback cannot resurrect a deletion).
 
         Refuses with EmbeddingSpaceMismatch when the configured query encoder is not the
         encoder the generation's vectors were made with.
@@ -89,6 +92,10 @@ class Retriever:
                 f"(space {manifest.embedding_space.space_id}) but the query encoder is "
                 f"{embedder.space.model_name} (space {embedder.space.space_id}); set "
                 "MABILLON_EMBEDDING__MODEL to the generation's model or query another generation")
+        if excluded_doc_ids is None:
+            from tasks.store.tombstones import read_tombstones
+
+            excluded_doc_ids = read_tombstones(layout).doc_ids
         table = open_generation_table(layout, gen)
         view = _load_view(str(layout.lance), gen, table)
         return cls(generation=gen, space_id=manifest.embedding_space.space_id, view=view,
