@@ -18,7 +18,7 @@ from tasks.ingest.steps import validate
 from tasks.ingest.validate import ValidationPolicy
 from tasks.ops import switching
 from tasks.ops.retention import GcReport, PurgeReport, collect_garbage, purge_documents
-from tasks.store.atomic import release_lock
+from tasks.store.serialise import serialised_release
 from tasks.store.lance_store import tagged_generations
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import lineage_generations
@@ -66,7 +66,9 @@ def _routing_markdown(routing: RoutingRecord) -> str:
 @flow(name="promote")
 def promote(params: PromoteParams, settings: MabillonSettings | None = None) -> RoutingRecord:
     settings = settings or MabillonSettings()
-    routing = switching.promote(StoreLayout.from_settings(settings), params.generation, settings.actor, params.reason)
+    layout = StoreLayout.from_settings(settings)
+    with serialised_release(layout):
+        routing = switching.promote(layout, params.generation, settings.actor, params.reason)
     create_markdown_artifact(key="routing", markdown=_routing_markdown(routing))
     return routing
 
@@ -74,7 +76,9 @@ def promote(params: PromoteParams, settings: MabillonSettings | None = None) -> 
 @flow(name="rollback")
 def rollback(params: RollbackParams, settings: MabillonSettings | None = None) -> RoutingRecord:
     settings = settings or MabillonSettings()
-    routing = switching.rollback(StoreLayout.from_settings(settings), settings.actor, params.to, params.reason)
+    layout = StoreLayout.from_settings(settings)
+    with serialised_release(layout):
+        routing = switching.rollback(layout, settings.actor, params.to, params.reason)
     create_markdown_artifact(key="routing", markdown=_routing_markdown(routing))
     return routing
 
@@ -85,7 +89,7 @@ def delete(params: DeleteParams, settings: MabillonSettings | None = None) -> De
     layout = StoreLayout.from_settings(settings).ensure()
     doc_ids = list(dict.fromkeys(params.doc_ids))
     start = time.perf_counter()
-    with release_lock(layout.lock):
+    with serialised_release(layout):
         # 1. the mask: in force for every generation from this atomic write on
         add_tombstones(layout, doc_ids, settings.actor, params.reason)
         masked = time.perf_counter() - start
@@ -127,7 +131,7 @@ def delete(params: DeleteParams, settings: MabillonSettings | None = None) -> De
 def gc(settings: MabillonSettings | None = None) -> GcReport:
     settings = settings or MabillonSettings()
     layout = StoreLayout.from_settings(settings)
-    with release_lock(layout.lock):
+    with serialised_release(layout):
         report = collect_garbage(layout, settings.retention.keep_last,
                                  timedelta(seconds=settings.retention.deletion_window_s))
     create_markdown_artifact(key="gc", markdown=f"# Garbage collection\n\nkept {report.kept}; retired {report.retired}")
@@ -137,7 +141,7 @@ def gc(settings: MabillonSettings | None = None) -> GcReport:
 def pin(layout: StoreLayout, generation: str, pinned: bool = True) -> RoutingRecord:
     from tasks.store.routing import update_routing
 
-    with release_lock(layout.lock):
+    with serialised_release(layout):
         routing = read_routing(layout)
         switching.check_servable(layout, generation, routing)
         names = set(routing.pinned)

@@ -21,7 +21,7 @@ from tasks.ingest.stage import StagedGeneration, chunks_table, load_serving, mer
 from tasks.ingest.steps import (acquire_task, refuse_tombstoned, chunk_task, classify, embed_task, hold_point, inspect_task,
                                 parse_task, reconcile_task, validate_task)
 from tasks.ingest.validate import ValidationPolicy
-from tasks.store.atomic import release_lock
+from tasks.store.serialise import serialised_release
 from tasks.store.lance_store import tagged_generations
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import lineage_generations
@@ -82,7 +82,7 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
     defaults = AccessDefaults(corpus=options.corpus, tenant=options.tenant or settings.default_tenant,
                               groups=tuple(options.groups or settings.default_groups))
 
-    with release_lock(layout.lock):
+    with serialised_release(layout):
         serving, base, base_space_id = load_serving(layout, space)
         revisions, quarantined = acquire_task([Path(p) for p in paths], defaults, layout)
         revisions, refused = refuse_tombstoned(revisions, read_tombstones(layout))

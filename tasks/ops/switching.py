@@ -6,7 +6,6 @@ loads the encoder recorded in the generation's manifest, so index and encoder sw
 from __future__ import annotations
 
 from schemas.generation import RoutingRecord
-from tasks.store.atomic import release_lock
 from tasks.store.layout import StoreLayout
 from tasks.store.lance_store import tagged_generations
 from tasks.store.manifests import list_generations, read_manifest
@@ -27,13 +26,13 @@ def check_servable(layout: StoreLayout, generation: str, routing: RoutingRecord)
 
 
 def promote(layout: StoreLayout, generation: str, actor: str, reason: str = "") -> RoutingRecord:
-    with release_lock(layout.lock):
-        routing = read_routing(layout)
-        check_servable(layout, generation, routing)
-        if routing.serving == generation:
-            return routing
-        manifest = read_manifest(layout, generation)
-        return switch_routing(layout, generation, manifest.space_id, "promote", actor, reason)
+    """The caller holds the release lock (tasks.store.serialise)."""
+    routing = read_routing(layout)
+    check_servable(layout, generation, routing)
+    if routing.serving == generation:
+        return routing
+    manifest = read_manifest(layout, generation)
+    return switch_routing(layout, generation, manifest.space_id, "promote", actor, reason)
 
 
 def previously_serving(routing: RoutingRecord) -> str | None:
@@ -45,11 +44,11 @@ def previously_serving(routing: RoutingRecord) -> str | None:
 
 
 def rollback(layout: StoreLayout, actor: str, to: str | None = None, reason: str = "") -> RoutingRecord:
-    with release_lock(layout.lock):
-        routing = read_routing(layout)
-        target = to or previously_serving(routing)
-        if target is None:
-            raise GenerationUnavailable("nothing served before the current generation; give --to GEN")
-        check_servable(layout, target, routing)
-        manifest = read_manifest(layout, target)
-        return switch_routing(layout, target, manifest.space_id, "rollback", actor, reason)
+    """The caller holds the release lock (tasks.store.serialise)."""
+    routing = read_routing(layout)
+    target = to or previously_serving(routing)
+    if target is None:
+        raise GenerationUnavailable("nothing served before the current generation; give --to GEN")
+    check_servable(layout, target, routing)
+    manifest = read_manifest(layout, target)
+    return switch_routing(layout, target, manifest.space_id, "rollback", actor, reason)
