@@ -54,13 +54,14 @@ def run(args: argparse.Namespace) -> dict:
     open_s = time.perf_counter() - t0
     rows = [json.loads(l) for l in Path(args.questions).read_text("utf-8").splitlines() if l.strip()]
     rows = rows[:args.limit] if args.limit else rows
-    fw, model, total, calls, n_acc = [], [], [], [], []
+    fw, model, total, calls, n_acc, ret = [], [], [], [], [], []
     q_trace = {"recall@10": [], "mrr_multi": []}
     q_hybrid = {"recall@10": [], "mrr_multi": []}
     for row in rows:
         p = answer_question(retriever, row["question"], provider, params,
                             question_id=row.get("question_id"))
         fw.append(p.cost.framework_s)
+        ret.append(p.cost.retrieval_s)
         model.append(p.cost.model_s)
         total.append(p.cost.total_s)
         calls.append(p.cost.llm_calls)
@@ -76,7 +77,12 @@ def run(args: argparse.Namespace) -> dict:
         "open_and_first_s": round(open_s, 2),
         "framework_s": {"mean": round(statistics.mean(fw), 4), "p50": round(pct(fw, .5), 4),
                         "p95": round(pct(fw, .95), 4), "max": round(max(fw), 4)},
+        "retrieval_s": {"mean": round(statistics.mean(ret), 4), "p50": round(pct(ret, .5), 4)},
+        "loop_s": {"mean": round(statistics.mean(f - r for f, r in zip(fw, ret)), 4),
+                   "p95": round(pct([f - r for f, r in zip(fw, ret)], .95), 4)},
         "model_s": {"mean": round(statistics.mean(model), 4)},
+        "torch_threads": args.torch_threads,
+        "load_avg": __import__("os").getloadavg()[0],
         "total_s": {"mean": round(statistics.mean(total), 4), "p95": round(pct(total, .95), 4)},
         "llm_calls_mean": round(statistics.mean(calls), 2),
         "accepted_mean": round(statistics.mean(n_acc), 2),
@@ -93,9 +99,12 @@ def section(result: dict) -> str:
         SECTION, "",
         f"`{result['command']}` — generation `{result['generation']}`, provider "
         f"`{result['provider']}`, {result['n']} development questions, one at a time, on "
-        f"{result['machine']}.", "",
+        f"{result['machine']} (1-min load average {result['load_avg']:.1f} at the end: other "
+        f"sessions shared the CPUs; torch threads {result['torch_threads'] or 'default'}).", "",
         "| measure | value |", "|---|---|",
         f"| framework s / question (mean, p50, p95, max) | {fw['mean']}, {fw['p50']}, {fw['p95']}, {fw['max']} |",
+        f"| of which retrieval s (mean, p50; query embedding included) | {result['retrieval_s']['mean']}, {result['retrieval_s']['p50']} |",
+        f"| of which the loop's own work s (mean, p95) | {result['loop_s']['mean']}, {result['loop_s']['p95']} |",
         f"| model s / question (mean) | {result['model_s']['mean']} |",
         f"| total s / question (mean, p95) | {tot['mean']}, {tot['p95']} |",
         f"| LLM calls / question (mean) | {result['llm_calls_mean']} |",
@@ -127,7 +136,11 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=100)
     ap.add_argument("--provider", default="rules")
     ap.add_argument("--write", help="markdown file whose query-latency section to replace")
+    ap.add_argument("--torch-threads", type=int, help="torch intra-op threads for query embedding")
     args = ap.parse_args()
+    if args.torch_threads:
+        import torch
+        torch.set_num_threads(args.torch_threads)
     import logging
     logging.basicConfig(level=logging.ERROR)
     result = run(args)

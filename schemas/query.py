@@ -151,7 +151,9 @@ class Cost(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     model_s: float = 0.0
-    framework_s: float = 0.0
+    framework_s: float = 0.0  # total minus model: retrieval and the loop's own work
+    retrieval_s: float = 0.0  # of which in retrieval channels (query embedding included)
+    retrieval_calls: int = 0
     total_s: float = 0.0
 
 

@@ -24,7 +24,7 @@ from tasks.query.planner import plan
 from tasks.query.record import new_query_id, write_record
 from tasks.query.replanner import replan
 from tasks.query.rerank import backfill, merge, rank_accepted
-from tasks.query.tools import Hit, SearchBackend
+from tasks.query.tools import Hit, SearchBackend, TimedBackend
 from tasks.store.layout import StoreLayout
 
 __all__ = ["LoopParams", "answer_question", "answer_many"]
@@ -67,6 +67,7 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
     is read from the generation when `layout` is given."""
     started = time.perf_counter()
     ledger = ledger or Ledger()
+    retriever = TimedBackend(retriever)
     ctx = QuestionContext(question=question, backend=retriever, provider=provider, ledger=ledger,
                           params=params, corpora=list(retriever.corpora()))
     flags: list[str] = []
@@ -140,6 +141,7 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
     total = time.perf_counter() - started
     cost = Cost(llm_calls=ledger.calls, tokens_in=ledger.tokens_in, tokens_out=ledger.tokens_out,
                 model_s=round(ledger.model_s, 4), framework_s=round(total - ledger.model_s, 4),
+                retrieval_s=round(retriever.seconds, 4), retrieval_calls=retriever.calls,
                 total_s=round(total, 4))
     package = EvidencePackage(
         question=question, question_id=question_id, generation=retriever.generation,

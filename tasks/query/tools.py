@@ -6,6 +6,8 @@ over any backend that answers the same calls.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from dataclasses import asdict, dataclass
 from datetime import date, timedelta
 from typing import Any, Protocol
@@ -125,3 +127,29 @@ def run_search(backend: SearchBackend, tool: str, args: dict[str, Any], k: int,
         in_range = h.date is not None and lo <= h.date[:10] <= hi
         (inside if in_range else outside).append(Hit.of(h, tool, widened=not in_range))
     return inside, outside
+
+
+class TimedBackend:
+    """A backend proxy that adds up the seconds spent in retrieval calls (query embedding
+    included), so latency can be split into retrieval, loop and model time."""
+
+    def __init__(self, backend: SearchBackend):
+        self._backend = backend
+        self._lock = threading.Lock()
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._backend, name)
+        if not callable(attr):
+            return attr
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.seconds += time.perf_counter() - started
+                    self.calls += 1
+        return timed
