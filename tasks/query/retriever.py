@@ -85,7 +85,12 @@ class Retriever:
             raise NoServingGeneration(f"no generation serves under {layout.manifests}; "
                                       "run `mabillon ingest` first")
         manifest = read_manifest(layout, gen)
-        embedder = load_embedder(settings.embedding)
+        # The encoder follows the generation (promotion and rollback switch both together);
+        # an encoder configured explicitly must match it, or the query is refused below.
+        chosen = settings.embedding
+        if "model" not in settings.embedding.model_fields_set:
+            chosen = settings.embedding.model_copy(update={"model": manifest.embedding_model})
+        embedder = load_embedder(chosen)
         if embedder.space.space_id != manifest.embedding_space.space_id:
             raise EmbeddingSpaceMismatch(
                 f"generation {gen} was embedded with {manifest.embedding_space.model_name} "

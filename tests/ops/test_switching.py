@@ -113,3 +113,22 @@ def test_shadow_compares_a_staged_generation_with_the_serving_one(two_generation
     # serving holds 3 documents, staged 4 (a superset): top-10 lists share 3 of 10 slots
     assert report.mean_overlap == pytest.approx(0.3)
     assert report.latency_staged_median_s > 0 and report.latency_serving_p95_s > 0
+
+
+def test_rollback_across_embedding_spaces_switches_the_query_encoder_with_the_index(tmp_path: Path, home: Path):
+    from schemas.embedding import EmbeddingSpaceMismatch
+    from schemas.settings import EmbeddingSettings
+
+    export = write_records(tmp_path / "a.jsonl", SAMPLE_RECORDS)
+    e5 = settings_for(home, embedding=EmbeddingSettings(model="e5"))
+    release(paths=[str(export)], settings=e5)
+    minilm = settings_for(home, embedding=EmbeddingSettings(model="minilm"))
+    result = release(paths=[str(export)], settings=minilm)  # same sources, another space: all re-embedded
+    assert result.published and result.run.unchanged == len(SAMPLE_RECORDS)
+    plain = settings_for(home)  # no encoder configured: it follows the serving generation
+    assert Retriever.open(plain, PUBLIC).space_id == Retriever.open(minilm, PUBLIC).space_id
+    rollback(RollbackParams(reason="back to e5"), settings=plain)
+    assert Retriever.open(plain, PUBLIC).space_id == Retriever.open(e5, PUBLIC).space_id
+    assert ranked_ids(plain)[0]
+    with pytest.raises(EmbeddingSpaceMismatch):
+        Retriever.open(minilm, PUBLIC)  # an explicit encoder of another space is refused
