@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -49,9 +50,17 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
     names = ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
     sys.stdout.write(f"Prefect UI: {api_url.removesuffix('/api')}\nserving: {names}\n")
     sys.stdout.flush()
+    # SIGTERM stops like Ctrl-C, so the server started here never outlives this process.
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         serve_deployments(deployments, api_url, args.limit)
+    except KeyboardInterrupt:
+        pass  # a requested stop is a clean exit
     finally:
         if server is not None:
             server.stop()
     return 0
+
+
+def interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

@@ -89,11 +89,14 @@ def serving(prefect_server, served_home, drop_folder):
 
 def wait_for_deployments(api_url: str, names: set[str], process: subprocess.Popen,
                          timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
+    deadline, found = time.monotonic() + timeout_s, set()
     while time.monotonic() < deadline:
         assert process.poll() is None, f"mabillon serve exited with {process.returncode}"
-        found = {d["name"] for d in httpx.post(f"{api_url}/deployments/filter", json={},
-                                               timeout=10).json()}
+        try:
+            found = {d["name"] for d in httpx.post(f"{api_url}/deployments/filter", json={},
+                                                   timeout=10).json()}
+        except httpx.TransportError:  # a server `mabillon serve` starts itself is not up yet
+            found = set()
         if names <= found:
             return
         time.sleep(1)

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -12,7 +15,8 @@ from prefect.client.schemas.objects import StateType
 from flows.drop_folder import ScheduledIngestParams, collect_inputs, read_uri_list
 from flows.serve import build_deployments, reachable_definitions
 from schemas.settings import PROJECT_ROOT, ServeSettings
-from tests.flows.conftest import INGEST_CRON, SERVED, artifacts_of
+from tests.flows.conftest import (INGEST_CRON, MABILLON, SERVED, artifacts_of, free_port, stop_group,
+                                  wait_for_deployments)
 
 NEW_RECORD = {"doc_id": "temps-1887-03-05", "corpus": "le_temps", "date": "1887-03-05",
               "text": "Le débat sur les blés viendra jeudi devant la Chambre. Les députés de la Brie "
@@ -150,3 +154,24 @@ def test_rollback_deployment_returns_to_the_previous_generation(prefect_server, 
     assert run.state.type == StateType.COMPLETED, run.state.message
     assert serving_generation(served_home) == "g0001"
     assert "Serving: g0001" in artifacts_of(prefect_server.api_url, run.id)["routing"]["data"]
+
+
+@pytest.mark.slow
+def test_serve_without_an_api_url_starts_its_own_server_and_stops_it(tmp_path: Path, served_home):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    serve = subprocess.Popen([str(MABILLON), "serve", "--home", str(served_home), "--port", str(port)],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        api_url = f"http://127.0.0.1:{port}/api"
+        wait_for_deployments(api_url, SERVED, serve, timeout_s=180)
+        # the UI is told to call this server's API, not the default localhost:4200
+        assert httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=10).json()["api_url"] == api_url
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(60) == 0
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{api_url}/health", timeout=2)
+    finally:
+        stop_group(serve)
