@@ -149,7 +149,9 @@ def classify(accepted: list[Revision], base_sources: pa.Table, base_revisions: l
 
 def parse_key(settings: MabillonSettings) -> str:
     """Parsed output depends on the OCR and limit settings; a change re-parses."""
-    blob = json.dumps({"ocr": settings.ocr.model_dump(), "v": 1}, sort_keys=True)
+    # Worker and thread counts change how fast, not what: they stay out of the key.
+    ocr = settings.ocr.model_dump(exclude={"workers", "tesseract_threads"})
+    blob = json.dumps({"ocr": ocr, "v": 1}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
