@@ -9,10 +9,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class ChatServer:
     """Answers POST /v1/chat/completions from a queue of (status, content|payload, headers,
-    delay_s); records every request body and header it got."""
+    delay_s), or — with `responder` — with responder(request body) as the message content;
+    records every request body and header it got."""
 
-    def __init__(self, replies):
+    def __init__(self, replies, responder=None):
         self.replies = list(replies)
+        self.responder = responder
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         server = self
@@ -28,8 +30,11 @@ class ChatServer:
                 server.headers.append(dict(self.headers))
                 if self.path != "/v1/chat/completions":
                     return self._send(404, {"error": "not found"}, {})
-                status, content, headers, delay = (server.replies.pop(0) if server.replies
-                                                   else (500, "script exhausted", {}, 0))
+                if server.responder is not None:
+                    status, content, headers, delay = 200, server.responder(body), {}, 0
+                else:
+                    status, content, headers, delay = (server.replies.pop(0) if server.replies
+                                                       else (500, "script exhausted", {}, 0))
                 if delay:
                     time.sleep(delay)
                 if status != 200:
