@@ -78,6 +78,14 @@ def wait_healthy(api_url: str, timeout_s: float, process: subprocess.Popen | Non
     raise TimeoutError(f"Prefect server did not answer at {api_url} within {timeout_s:.0f}s")
 
 
+# Run in the child before exec'ing the server: SIGTERM when the starting process dies, even by
+# SIGKILL, so no server outlives `mabillon serve` or a test session. (An exec wrapper rather than
+# preexec_fn: preexec_fn forces a Python-level fork, which lancedb's fork hooks warn about.)
+DIE_WITH_PARENT = ("import ctypes, os, signal, sys; "
+                   "ctypes.CDLL(None).prctl(1, signal.SIGTERM); "  # 1 = PR_SET_PDEATHSIG
+                   "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
+
 def start_server(host: str, port: int, log_path: Path, prefect_home: Path | None = None,
                  timeout_s: float = 120) -> PrefectServer:
     """Start `prefect server start` in its own process group and wait until it answers.
@@ -93,7 +101,8 @@ def start_server(host: str, port: int, log_path: Path, prefect_home: Path | None
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)],
+            [sys.executable, *(("-c", DIE_WITH_PARENT) if sys.platform == "linux" else ()),
+             "-m", "prefect", "server", "start", "--host", host, "--port", str(port)],
             env=env, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
     server = PrefectServer(api_url=api_url, process=process)
