@@ -3,8 +3,9 @@
 Conventions, fixed here and tested on hand-made cases:
 - a ranked list is deduplicated first (a document counts once, at its first position), so a
   system cannot fill its top k with one document;
-- with scores given, tied documents share the *worst* rank of their tie group, so a system
-  gains nothing from the order it happened to break a tie in;
+- with scores given, consecutive documents with equal scores share the *worst* rank of
+  their run, so a system gains nothing from the order it happened to break a tie in; the
+  list order otherwise stands (scores need not be monotone);
 - recall@k = |{gold with rank ≤ k}| / |gold|; mrr_first = 1 / rank of the first gold document;
   mrr_multi = mean over gold documents of 1 / rank (0 when absent);
 - p_acc / r_acc = precision / recall of the accepted set (p_acc is None for an empty set and
@@ -24,21 +25,28 @@ def dedupe(ranked: Sequence[str]) -> list[str]:
 
 
 def rank_of(ranked: Sequence[str], scores: Sequence[float] | None = None) -> dict[str, int]:
-    """1-based rank of each document; tied scores share the last rank of their group."""
-    if scores is None:
-        return {d: i + 1 for i, d in enumerate(dedupe(ranked))}
-    if len(scores) != len(ranked):
+    """1-based rank of each document, by position in the (deduplicated) list; with scores,
+    a run of consecutive equal scores shares the last position of the run. The list order is
+    the system's ranking even where scores are not monotone (e.g. after corpus balancing)."""
+    if scores is not None and len(scores) != len(ranked):
         raise ValueError("ranked and scores differ in length")
-    best: dict[str, float] = {}
-    order: list[str] = []
-    for d, s in zip(ranked, scores):
-        if d not in best:
-            best[d] = float(s)
-            order.append(d)
+    seen: set[str] = set()
+    docs: list[str] = []
+    kept: list[float] = []
+    for i, d in enumerate(ranked):
+        if d not in seen:
+            seen.add(d)
+            docs.append(d)
+            kept.append(float(scores[i]) if scores is not None else float(-i))
     ranks: dict[str, int] = {}
-    values = [best[d] for d in order]
-    for d in order:
-        ranks[d] = sum(1 for v in values if v >= best[d])  # pessimistic: ties count as ahead
+    start = 0
+    while start < len(docs):
+        end = start
+        while end + 1 < len(docs) and kept[end + 1] == kept[start]:
+            end += 1
+        for j in range(start, end + 1):
+            ranks[docs[j]] = end + 1  # pessimistic: ties count as ahead
+        start = end + 1
     return ranks
 
 

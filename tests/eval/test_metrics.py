@@ -67,3 +67,9 @@ def test_accepted_precision_and_recall():
 ])
 def test_miss_attribution_takes_the_furthest_stage(sets, expected):
     assert attribute_miss("g", **sets) == expected
+
+
+def test_list_order_stands_when_scores_are_not_monotone():
+    # A corpus-balanced list puts a lower-scored document ahead of a higher-scored one.
+    ranks = rank_of(["a", "g1", "b"], scores=[0.9, 0.2, 0.5])
+    assert ranks == {"a": 1, "g1": 2, "b": 3}
