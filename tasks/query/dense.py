@@ -28,7 +28,7 @@ def search(lance_table, vector: np.ndarray, where: str, limit: int) -> tuple[lis
     if limit <= 0:
         return [], np.zeros(0, dtype=np.float32)
     res = (lance_table.search(vector.astype(np.float32), vector_column_name="vector")
-           .metric("cosine").where(where, prefilter=True).select(["chunk_id"])
+           .metric("cosine").where(where, prefilter=True).select(["chunk_id", "_distance"])
            .limit(limit).to_arrow())
     sims = 1.0 - res.column("_distance").to_numpy().astype(np.float32)
     return res.column("chunk_id").to_pylist(), sims

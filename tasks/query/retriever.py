@@ -30,7 +30,7 @@ from tasks.query.view import VIEW_COLUMNS, GenerationView, first_rows, max_pool,
 log = logging.getLogger(__name__)
 
 
-QUERY_CACHE = 4096  # query vectors kept per retriever
+QUERY_CACHE = 8192  # query vectors kept per embedding space
 
 
 class NoServingGeneration(LookupError):
@@ -50,7 +50,8 @@ class Retriever:
         self._view = view
         self._lance = lance_table
         self._embed_queries = embed_queries
-        self._qvecs: OrderedDict[str, np.ndarray] = OrderedDict()  # query text → vector
+        # Query vectors depend only on the embedding space: shared by every retriever of it.
+        self._qvecs = _QUERY_VECTORS.setdefault(space_id, OrderedDict())
         self._index_dir = index_dir
         excluded = frozenset(excluded_doc_ids)
         self._allowed = allowed_mask(view.table, principal, excluded)
@@ -120,12 +121,12 @@ class Retriever:
     def prime(self, queries: list[str]) -> None:
         """Embed queries in one batch ahead of their searches (an evaluation knows them all;
         one batch costs a fraction of one call per query)."""
-        with self._lock:
+        with _QUERY_LOCK:
             missing = list(dict.fromkeys(q for q in queries if q.strip() and q not in self._qvecs))
         for start in range(0, len(missing), 64):
             batch = missing[start:start + 64]
             vecs = self._embed_queries(batch)
-            with self._lock:
+            with _QUERY_LOCK:
                 for q, v in zip(batch, vecs):
                     self._remember(q, v)
 
@@ -136,11 +137,11 @@ class Retriever:
             self._qvecs.popitem(last=False)
 
     def query_vector(self, query: str) -> np.ndarray:
-        with self._lock:
+        with _QUERY_LOCK:
             vec = self._qvecs.get(query)
         if vec is None:
             vec = self._embed_queries([query])[0]
-            with self._lock:
+            with _QUERY_LOCK:
                 self._remember(query, vec)
         return vec
 
@@ -270,6 +271,8 @@ class Retriever:
 # Process-wide caches keyed by generation: a view and an index are the same for every principal
 # (the allowed set is applied at query time), and a generation never changes once published.
 _VIEWS: dict[tuple[str, str], GenerationView] = {}
+_QUERY_VECTORS: dict[str, OrderedDict[str, np.ndarray]] = {}
+_QUERY_LOCK = threading.Lock()
 _INDEXES: dict[tuple[str, str, str, bool, int], bm25_mod.Bm25Index] = {}
 
 

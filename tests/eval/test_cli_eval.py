@@ -1,0 +1,79 @@
+"""`mabillon eval` end to end: a small published home, the evaluate flow, the report."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SAMPLE_RECORDS, SHARED_DEV, settings_for, write_records
+
+
+@pytest.fixture
+def sample_home(tmp_path, records_file):
+    from flows.release import release
+
+    home = tmp_path / "home"
+    release(paths=[str(records_file)], settings=settings_for(home))
+    return home
+
+
+def questions_file(tmp_path):
+    ids = [r["doc_id"] for r in SAMPLE_RECORDS]
+    rows = [
+        {"question_id": "s1", "question_type": "MH-Generic", "gold_ids": ids[:2],
+         "question": "Comment la presse rapporte-t-elle le renvoi du débat sur les blés à jeudi ?"},
+        {"question_id": "s2", "question_type": "MH-Comp", "gold_ids": ids[1:3],
+         "question": "Lequel des deux journaux critique le plus les ministres sur les blés de la Brie ?"},
+    ]
+    return write_records(tmp_path / "q.jsonl", rows)
+
+
+def test_eval_command_prints_the_issue_json_and_writes_the_report(tmp_path, sample_home, capsys):
+    from flows.cli import main
+
+    report = tmp_path / "report"
+    rc = main(["eval", str(questions_file(tmp_path)), "--home", str(sample_home),
+               "--system", "bm25,hybrid", "--k", "1,3", "--report", str(report), "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["system"] for s in out] == ["bm25", "hybrid"]
+    for s in out:
+        assert s["n"] == 2 and s["generation"] == "g0001"
+        assert set(s["overall"]) >= {"recall@1", "recall@3", "mrr_first", "mrr_multi", "p_acc",
+                                     "r_acc", "accepted_mean"}
+        assert set(s["by_type"]) == {"MH-Generic", "MH-Comp"}
+        assert s["overall"]["recall@3"] > 0  # three documents, two gold each: found
+    assert {p.name for p in report.iterdir()} >= {"report.html", "summary.md", "recall_at_k.png",
+                                                  "rows-bm25.parquet", "rows-hybrid.parquet"}
+
+
+def test_eval_command_refuses_an_unknown_system(tmp_path, sample_home, capsys):
+    from flows.cli import main
+
+    rc = main(["eval", str(questions_file(tmp_path)), "--home", str(sample_home),
+               "--system", "grep", "--json"])
+    assert rc == 1 and "unknown system" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_on_the_dev_questions_hybrid_beats_both_channels_and_trace_beats_hybrid(
+        shared_corpus_home):
+    """Issue 5's must-hold on the shared corpus (the full development set)."""
+    from pathlib import Path
+
+    from tasks.eval.questions import load_questions
+    from tasks.eval.run import evaluate
+    from tasks.eval.systems import Baseline
+    from tasks.query.principals import resolve_principal
+    from tasks.query.retriever import Retriever
+
+    settings = settings_for(shared_corpus_home)
+    retriever = Retriever.open(settings, resolve_principal(settings, None))
+    questions = load_questions(Path(SHARED_DEV))
+    got = {}
+    for name in ("bm25", "dense", "hybrid"):
+        _, s = evaluate(retriever, Baseline(name=name, depth=20), questions, [3, 5, 10])
+        got[name] = s
+        assert s["cost"]["wall_s"] < 300, f"{name} too slow for the dev set"
+    r10 = {n: s["overall"]["recall@10"] for n, s in got.items()}
+    assert r10["hybrid"] > r10["bm25"] and r10["hybrid"] > r10["dense"], r10
