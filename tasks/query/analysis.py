@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import unicodedata
 
 from bm25s.stopwords import STOPWORDS_FRENCH
@@ -41,11 +42,18 @@ def clean(text: str) -> str:
     return _ELISION.sub(" ", text)
 
 
-@functools.lru_cache(maxsize=1)
-def _stemmer():
-    import Stemmer
+_LOCAL = threading.local()
 
-    return Stemmer.Stemmer("french")
+
+def _stemmer():
+    """One Snowball stemmer per thread: PyStemmer objects are not thread-safe, and questions
+    are answered concurrently."""
+    stemmer = getattr(_LOCAL, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _LOCAL.stemmer = Stemmer.Stemmer("french")
+    return stemmer
 
 
 @functools.lru_cache(maxsize=200_000)
