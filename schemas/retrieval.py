@@ -71,7 +71,9 @@ class RetrievalSettings(BaseModel):
     # the lexical channel (and the dense one when strip_question_dense).
     strip_question: bool = True
     strip_question_dense: bool = False
-    # Without a target corpus, interleave sub-corpora in the fused list.
+    # Without a target corpus: hold a question that names two or more sub-corpora to them,
+    # and interleave sub-corpora in the fused list.
+    corpus_cues: bool = True
     balance_corpora: bool = True
     # Chunks the dense channel fetches before max-pooling them to documents.
     dense_candidates: int = 1000

@@ -120,3 +120,17 @@ def question_query(text: str, corpora: tuple[str, ...] = (), stem: bool = True) 
     drop = _question_terms(stem, tuple(sorted(corpora)))
     kept = [w for w in words(text) if _term(w, stem) not in drop]
     return " ".join(kept)
+
+
+def named_corpora(text: str, corpora: tuple[str, ...], stem: bool = True) -> list[str]:
+    """Sub-corpora a question names (``…entre L'Intransigeant et Le Gaulois…``): a corpus is
+    named when a distinctive word of its name — not a stopword or question word such as
+    "journal" — occurs in the text."""
+    generic = _question_terms(stem, ())
+    said = {_term(w, stem) for w in words(text)}
+    out = []
+    for corpus in corpora:
+        marks = {_term(w, stem) for w in words(corpus.replace("_", " "))} - generic
+        if marks & said:
+            out.append(corpus)
+    return out

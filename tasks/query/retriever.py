@@ -20,7 +20,7 @@ from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSe
 from schemas.settings import MabillonSettings
 from tasks.query import bm25 as bm25_mod
 from tasks.query import dense as dense_mod
-from tasks.query.analysis import analyze, question_query
+from tasks.query.analysis import analyze, named_corpora, question_query
 from tasks.query.authorize import allowed_mask, allowed_where
 from tasks.query.fusion import balance, rrf
 from tasks.query.substring import normalize, occurrence_scores
@@ -234,7 +234,8 @@ class Retriever:
         the sub-corpus names are dropped before the lexical channel (`question_query`).
         `target_corpus` constrains the candidates of every channel, so a sub-question aimed at
         a small sub-corpus gets that corpus's best documents rather than the big one's;
-        without one, the fused list interleaves sub-corpora (`balance`).
+        without one, a question naming two or more sub-corpora is held to them
+        (`corpus_cues`), and the fused list interleaves sub-corpora (`balance`).
         """
         p = self.params
         depth = max(k, p.fusion_depth)
@@ -248,8 +249,12 @@ class Retriever:
             rankings["temporal"] = self.temporal_docs(date, depth, target_corpus)
         weights = {c: w for c, w in p.weights.items() if w > 0}
         fused = rrf({c: h for c, h in rankings.items() if c in weights}, weights, k=p.rrf_k)
-        if target_corpus is None and p.balance_corpora:
-            return balance(fused, limit=k)
+        if target_corpus is None:
+            named = named_corpora(query, tuple(self.corpora()), p.stem) if p.corpus_cues else []
+            if len(named) >= 2:  # "between paper A and paper B": look only there
+                fused = [h for h in fused if h.corpus in named]
+            if p.balance_corpora:
+                return balance(fused, limit=k)
         return [h for h in fused[:k]]
 
     # lookups --------------------------------------------------------------------------------

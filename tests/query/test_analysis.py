@@ -25,3 +25,12 @@ def test_char_ngrams_tolerate_an_ocr_slip():
     a, b = set(char_ngrams("ministere", 4)), set(char_ngrams("minislere", 4))
     assert len(a & b) >= len(a) // 2
     assert all(t.startswith("~") for t in analyze("ministère", ngrams=3)[1:])
+
+
+def test_named_corpora_come_from_distinctive_words_of_corpus_names():
+    from tasks.query.analysis import named_corpora
+
+    corpora = ("journal_officiel", "l_intransigeant", "le_gaulois")
+    q = "Entre L'Intransigeant et Le Gaulois, lequel critique le plus le ministre ?"
+    assert named_corpora(q, corpora) == ["l_intransigeant", "le_gaulois"]
+    assert named_corpora("Quel journal rapporte la séance ?", corpora) == []  # generic word

@@ -120,3 +120,11 @@ def test_warm_start_without_target_interleaves_corpora(lance_table, toy_table):
     assert len({h.corpus for h in fused}) == len(fused)  # three corpora, one each first
     unbalanced = make_retriever(lance_table, toy_table, balance_corpora=False)
     assert [h.rank for h in unbalanced.warm_start("Floquet président", k=3)] == [1, 2, 3]
+
+
+def test_warm_start_holds_a_question_naming_two_corpora_to_them(lance_table, toy_table):
+    r = make_retriever(lance_table, toy_table)
+    q = "Entre L'Intransigeant et Le Gaulois, que disent-ils de Floquet et de Pierre Blanc ?"
+    assert {h.corpus for h in r.warm_start(q, k=10)} == {"l_intransigeant", "le_gaulois"}
+    off = make_retriever(lance_table, toy_table, corpus_cues=False)
+    assert "journal_officiel" in {h.corpus for h in off.warm_start(q, k=10)}
