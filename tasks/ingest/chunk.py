@@ -99,6 +99,29 @@ def _split_long(text: str, span: tuple[int, int], n_content: Callable[[list[str]
     return pieces
 
 
+def _halve(text: str, s: int, e: int) -> list[tuple[int, int]]:
+    """Split a span at the word boundary nearest its middle (by characters if it has none).
+
+    Used when exact counting finds a packed span over the limit (isolated word counts can
+    under-estimate a tokenizer's count in context); halving always terminates.
+    """
+    mid = (s + e) // 2
+    gaps = [m.start() + s for m in re.finditer(r"\s+", text[s:e])]
+    cut = min(gaps, key=lambda g: abs(g - mid)) if gaps else mid
+    if cut <= s or cut >= e:
+        cut = mid
+    left, right = (s, cut), (cut, e)
+    out = []
+    for a, b in (left, right):
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if b > a:
+            out.append((a, b))
+    return out
+
+
 def pack_sentences(text: str, sentences: Sequence[tuple[int, int]],
                    n_content: Callable[[list[str]], list[int]], limit: int) -> list[tuple[int, int]]:
     """Greedy packing of consecutive sentences into spans of at most `limit` content tokens."""
@@ -160,7 +183,7 @@ def chunk_document(doc: ParsedDocument, doc_id: str, plan: ChunkingPlan,
             if n <= plan.max_input_tokens and n - overhead <= plan.content_limit + 8:
                 final.append((s, e))
             else:
-                queue.extend(_split_long(raw, (s, e), n_content, max(8, plan.content_limit * 3 // 4)))
+                queue.extend(_halve(raw, s, e))
     final.sort()
 
     texts = [normalize_text(raw[s:e]) for s, e in final]

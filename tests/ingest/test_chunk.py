@@ -72,3 +72,16 @@ def test_chunks_carry_page_and_box_spans(embedder):
 def test_embedder_refuses_over_limit_input_instead_of_truncating(embedder):
     with pytest.raises(EmbeddingInputTooLong):
         embedder.embed_documents(["mot " * 1000])
+
+
+@pytest.mark.timeout(120)
+def test_chunking_terminates_when_word_counts_underestimate_the_tokenizer():
+    # e5's sentencepiece counts "a" or "," as nothing in isolation but not in context, so a
+    # greedy word packing can overshoot; the exact check must re-split, never loop forever.
+    e5 = load_embedder(EmbeddingSettings(model="e5"))
+    plan = plan_for(e5.count_tokens, 200, e5.space.max_input_tokens, "e5")
+    text = " ".join(["a , à l' de M. le 1887 ; y a-t-il"] * 400)  # no sentence end at all
+    chunks = chunk_document(_doc([text]), "d", plan, e5.count_tokens)
+    counts = e5.count_tokens([c.text for c in chunks])
+    assert max(counts) <= e5.space.max_input_tokens
+    assert max(n - plan.overhead_tokens for n in counts) <= plan.content_limit + 8
