@@ -355,4 +355,5 @@ class LoopParams(BaseModel):
     replan: bool = True
     final_k: int = 20  # documents in the package
     backfill: bool = True  # fill below the accepted set with the warm-start order
+    question_weight: float = 1.0  # weight of the whole question's warm start in that order
     too_few: int = 2  # fewer accepted documents than this raises the too_few_results flag

@@ -76,7 +76,19 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
     calls: list[LlmCallRecord] = []
     plan_calls: list[LlmCallRecord] = []
     executed: list[SubQuestion] = []
+    question_warm: list[str] = []
     try:
+        if params.backfill:
+            # The whole question's own warm start (what the `hybrid` baseline returns): below
+            # the accepted set it joins the sub-questions' lists, so splitting the question
+            # never costs the ranking a plain fusion of the question would give.
+            fused = retriever.warm_start(question, params.warm_k)
+            question_warm = [f.doc_id for f in fused]
+            warm_records.append(ChannelResult(
+                tool="warm_start", args={"query": question, "k": params.warm_k, "corpus": None, "date": None},
+                hits=[{"doc_id": f.doc_id, "rank": f.rank, "score": f.fused_score, "ranks": f.ranks,
+                       "chunk_id": f.best_chunk_id, "corpus": f.corpus, "date": f.date} for f in fused],
+                shown=[]))
         queue, plan_record, plan_flags = plan(ctx)
         plan_calls.append(plan_record)
         flags += plan_flags
@@ -105,7 +117,7 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
         log.error("question %r: %s", question[:60], exc)
         flags.append("provider_error")
 
-    cands = merge(states)
+    cands = merge(states, question_warm, params.question_weight)
     try:
         ranked, rerank_calls = rank_accepted(ctx, cands)
     except (BudgetExhausted, ProviderError) as exc:  # keep the deterministic group order
@@ -119,7 +131,8 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
     if len(accepted_ids) > params.final_k:
         flags.append("truncated")
     if params.backfill:
-        final += backfill(states, set(final), params.final_k - len(final))
+        final += backfill(states, set(final), params.final_k - len(final), question_warm,
+                          params.question_weight)
     if len(accepted_ids) < params.too_few:
         flags.append("too_few_results")
     for st in states:

@@ -39,16 +39,21 @@ class Candidate:
 SUPPORT_K = 60  # the RRF constant of the warm start itself
 
 
-def warm_support(states: list[AgentState]) -> dict[str, float]:
+def warm_support(states: list[AgentState], question_ranking: list[str] | None = None,
+                 question_weight: float = 1.0) -> dict[str, float]:
+    """RRF over the sub-questions' warm starts and, weighted, the whole question's own."""
     support: dict[str, float] = {}
     for st in states:
         for doc, ranks in st.warm.items():
             if ranks.get("fused") is not None:
                 support[doc] = support.get(doc, 0.0) + 1.0 / (SUPPORT_K + ranks["fused"])
+    for rank, doc in enumerate(question_ranking or [], start=1):
+        support[doc] = support.get(doc, 0.0) + question_weight / (SUPPORT_K + rank)
     return support
 
 
-def merge(states: list[AgentState]) -> dict[str, Candidate]:
+def merge(states: list[AgentState], question_ranking: list[str] | None = None,
+          question_weight: float = 1.0) -> dict[str, Candidate]:
     cands: dict[str, Candidate] = {}
     for st in states:
         for pos, (doc, pairs) in enumerate(st.accepted.items(), start=1):
@@ -58,7 +63,7 @@ def merge(states: list[AgentState]) -> dict[str, Candidate]:
             c.positions.append(pos)
             c.rationales += [v.rationale for _, v in pairs if v.rationale]
             c.hits += [h for h, _ in pairs if h.chunk_id not in {x.chunk_id for x in c.hits}]
-    support = warm_support(states)
+    support = warm_support(states, question_ranking, question_weight)
     for st in states:
         for doc, ranks in st.warm.items():
             if doc in cands and ranks.get("fused") is not None:
@@ -110,8 +115,10 @@ def rank_accepted(ctx, cands: dict[str, Candidate]) -> tuple[list[Candidate], li
     return ranked, records
 
 
-def backfill(states: list[AgentState], taken: set[str], limit: int) -> list[str]:
-    """Documents not accepted, by warm-start support over the sub-questions."""
-    support = warm_support(states)
+def backfill(states: list[AgentState], taken: set[str], limit: int,
+             question_ranking: list[str] | None = None, question_weight: float = 1.0) -> list[str]:
+    """Documents not accepted, by warm-start support over the sub-questions and, weighted,
+    the whole question's own warm-start ranking."""
+    support = warm_support(states, question_ranking, question_weight)
     rest = sorted((d for d in support if d not in taken), key=lambda d: (-support[d], d))
     return rest[:max(0, limit)]
