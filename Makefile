@@ -45,6 +45,7 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python bench/bench_ingest.py
+	$(BIN)/python bench/bench_parsers.py
 
 clean-state:
 	rm -rf warehouse/blobs warehouse/lance warehouse/lineage warehouse/indexes warehouse/staging \
