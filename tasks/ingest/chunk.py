@@ -62,15 +62,16 @@ def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tu
         spans.append((cursor, m.start()))
         cursor = m.end()
     spans.append((cursor, end))
-    out = []
-    for s, e in spans:
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if e > s:
-            out.append((s, e))
-    return out
+    return [t for s, e in spans if (t := _trim(text, s, e))]
+
+
+def _trim(text: str, s: int, e: int) -> tuple[int, int] | None:
+    """The span without surrounding whitespace; None when nothing is left."""
+    while s < e and text[s].isspace():
+        s += 1
+    while e > s and text[e - 1].isspace():
+        e -= 1
+    return (s, e) if e > s else None
 
 
 def _split_long(text: str, span: tuple[int, int], n_content: Callable[[list[str]], list[int]],
@@ -110,16 +111,7 @@ def _halve(text: str, s: int, e: int) -> list[tuple[int, int]]:
     cut = min(gaps, key=lambda g: abs(g - mid)) if gaps else mid
     if cut <= s or cut >= e:
         cut = mid
-    left, right = (s, cut), (cut, e)
-    out = []
-    for a, b in (left, right):
-        while a < b and text[a].isspace():
-            a += 1
-        while b > a and text[b - 1].isspace():
-            b -= 1
-        if b > a:
-            out.append((a, b))
-    return out
+    return [t for a, b in ((s, cut), (cut, e)) if (t := _trim(text, a, b))]
 
 
 def pack_sentences(text: str, sentences: Sequence[tuple[int, int]],
