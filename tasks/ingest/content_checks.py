@@ -60,7 +60,9 @@ def check_image(data: bytes, limits: InspectionLimits) -> str | None:
                 return (f"image of {width}×{height} = {width * height} pixels exceeds the limit "
                         f"of {limits.max_pixels}")
             image.verify()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+    except UnidentifiedImageError:  # its message names a BytesIO object, which tells the reader nothing
+        return "malformed image: the header cannot be read (corrupt or truncated)"
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         return f"malformed image: {exc}"
     return None
 

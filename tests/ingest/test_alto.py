@@ -41,7 +41,19 @@ def test_hyphenated_line_ends_stay_in_raw_text_and_are_joined_in_normalised_text
 
 def test_older_alto_namespaces_are_read_alike():
     v2 = fx.alto().replace(b"http://www.loc.gov/standards/alto/ns-v4#", b"http://www.loc.gov/standards/alto/ns-v2#")
-    assert parse(v2).pages[0].raw_text == parse(fx.alto()).pages[0].raw_text
+    v2_page, v4_page = parse(v2).pages[0], parse(fx.alto()).pages[0]
+    assert v2_page.raw_text and v2_page.raw_text == v4_page.raw_text
+    assert v2_page.elements == v4_page.elements
+
+
+def test_non_numeric_sizes_and_confidences_are_dropped_not_fatal():
+    data = (b"<alto xmlns='http://www.loc.gov/standards/alto/ns-v4#'><Layout><Page WIDTH='abc' HEIGHT='10'>"
+            b"<PrintSpace><TextBlock><TextLine><String CONTENT='Mairie' HPOS='x' VPOS='1' WIDTH='5' "
+            b"HEIGHT='2' WC='?'/></TextLine></TextBlock></PrintSpace></Page></Layout></alto>")
+    page = parse(data).pages[0]
+    assert page.raw_text == "Mairie" and (page.width, page.height) == (None, 10.0)
+    word = next(e for e in page.elements if e.kind == "word")
+    assert word.bbox is None and word.confidence is None
 
 
 @pytest.mark.parametrize("data, reason", [

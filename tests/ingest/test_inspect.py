@@ -57,6 +57,7 @@ def test_acceptable_inputs_are_accepted_with_their_sniffed_type(name, data, medi
     ("entites.xml", fx.alto_with_entities(), "<!DOCTYPE> declaration"),
     ("inconnu.bin", fx.disguised_as_jpeg(), "unrecognised binary content"),
     ("tronque.png", fx.straight_scan("PNG")[:5000], "malformed image"),
+    ("entete.png", b"\x89PNG\r\n\x1a\n" + bytes(50), "malformed image: the header cannot be read"),
 ])
 def test_refused_inputs_are_quarantined_with_their_reason(name, data, reason):
     accepted, refused = inspect(name, data)

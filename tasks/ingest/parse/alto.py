@@ -29,19 +29,24 @@ def children(node: XmlElement, name: str) -> list[XmlElement]:
     return [c for c in node.iter() if local(c.tag) == name]
 
 
-def box(node: XmlElement) -> tuple[float, float, float, float] | None:
+def number(value: str | None) -> float | None:
+    """An attribute as a number, or None where it is absent or not numeric."""
     try:
-        x, y = float(node.get("HPOS", "")), float(node.get("VPOS", ""))
-        return (x, y, x + float(node.get("WIDTH", "0")), y + float(node.get("HEIGHT", "0")))
+        return float(value) if value else None
     except ValueError:
         return None
+
+
+def box(node: XmlElement) -> tuple[float, float, float, float] | None:
+    x, y = number(node.get("HPOS")), number(node.get("VPOS"))
+    width, height = number(node.get("WIDTH", "0")), number(node.get("HEIGHT", "0"))
+    if x is None or y is None or width is None or height is None:
+        return None
+    return (x, y, x + width, y + height)
 
 
 def confidence(node: XmlElement) -> float | None:
-    try:
-        return float(node.get("WC", ""))
-    except ValueError:
-        return None
+    return number(node.get("WC"))
 
 
 def read_page(page: XmlElement, page_no: int) -> ParsedPage:
@@ -88,11 +93,10 @@ def read_page(page: XmlElement, page_no: int) -> ParsedPage:
                                     confidence=sum(confidences) / len(confidences) if confidences else None))
             elements.extend(words)
     text = "".join(parts)
-    width, height = page.get("WIDTH"), page.get("HEIGHT")
     return ParsedPage(
         page_no=page_no, raw_text=text, normalized_text=normalize_text(text), parser="alto",
         parser_version=PARSER_VERSION, ocr_confidence=weighted / chars if chars else None,
-        width=float(width) if width else None, height=float(height) if height else None,
+        width=number(page.get("WIDTH")), height=number(page.get("HEIGHT")),
         elements=elements, empty_reason=None if text else "ALTO page has no String",
     )
 

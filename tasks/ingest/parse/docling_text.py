@@ -7,12 +7,18 @@ separate items are joined back into their paragraph.
 from __future__ import annotations
 
 import functools
+import io
 from importlib.metadata import version
+from typing import TYPE_CHECKING
 
 from docling_core.types.doc import DoclingDocument, GroupItem, GroupLabel, NodeItem, TableItem, TextItem
 
 from schemas.lineage import Element, ParsedPage
+from tasks.ingest.parse.errors import ParseRefused
 from tasks.ingest.parse.normalize import normalize_text
+
+if TYPE_CHECKING:
+    from docling.document_converter import DocumentConverter
 
 _KINDS = {"text": "paragraph", "paragraph": "paragraph", "section_header": "heading",
           "title": "title", "list_item": "list_item", "caption": "caption", "code": "code",
@@ -80,3 +86,19 @@ def document_page(doc: DoclingDocument, parser: str) -> ParsedPage:
     return ParsedPage(page_no=1, raw_text=raw, normalized_text=normalize_text(raw), parser=parser,
                       parser_version=docling_version(), elements=elements,
                       empty_reason=None if raw else "document has no text")
+
+
+def convert_page(converter: DocumentConverter, data: bytes, fmt: str) -> ParsedPage:
+    """Run one docling converter over `data` ("docx" or "html"); any failure is a ParseRefused
+    naming the format, so the file is quarantined with a reason instead of breaking the batch."""
+    from docling.datamodel.base_models import ConversionStatus, DocumentStream
+
+    label = fmt.upper()
+    try:
+        result = converter.convert(DocumentStream(name=f"input.{fmt}", stream=io.BytesIO(data)),
+                                   raises_on_error=False)
+    except Exception as exc:  # docling wraps backend failures in several exception types
+        raise ParseRefused(f"malformed {label}: {exc}") from None
+    if result.status not in (ConversionStatus.SUCCESS, ConversionStatus.PARTIAL_SUCCESS):
+        raise ParseRefused(f"malformed {label}: docling conversion {result.status.value}")
+    return document_page(result.document, f"docling-{fmt}")

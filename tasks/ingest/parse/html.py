@@ -3,12 +3,10 @@ page references on other hosts (or on this disk) are never requested; scripts ne
 from __future__ import annotations
 
 import functools
-import io
 
 from schemas.lineage import ParsedDocument, Revision
 from schemas.settings import MabillonSettings
-from tasks.ingest.parse.docling_text import document_page
-from tasks.ingest.parse.errors import ParseRefused
+from tasks.ingest.parse.docling_text import convert_page
 
 
 @functools.cache
@@ -25,14 +23,4 @@ def _converter():
 
 
 def parse_html(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
-    from docling.datamodel.base_models import ConversionStatus, DocumentStream
-
-    try:
-        result = _converter().convert(DocumentStream(name="input.html", stream=io.BytesIO(data)),
-                                      raises_on_error=False)
-    except Exception as exc:  # docling wraps backend failures in several exception types
-        raise ParseRefused(f"malformed HTML: {exc}") from None
-    if result.status not in (ConversionStatus.SUCCESS, ConversionStatus.PARTIAL_SUCCESS):
-        raise ParseRefused(f"malformed HTML: docling conversion {result.status.value}")
-    return ParsedDocument(revision_id=revision.revision_id,
-                          pages=[document_page(result.document, "docling-html")])
+    return ParsedDocument(revision_id=revision.revision_id, pages=[convert_page(_converter(), data, "html")])

@@ -13,7 +13,9 @@ from tasks.ingest.render import image_pages
 def parse_image(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
     try:
         pages = ocr_pages(image_pages(data), settings.ocr)
-    except (UnidentifiedImageError, OSError, SyntaxError, Image.DecompressionBombError) as exc:
+    except UnidentifiedImageError:  # its message names a BytesIO object, which tells the reader nothing
+        raise ParseRefused("malformed image: the header cannot be read (corrupt or truncated)") from None
+    except (OSError, SyntaxError, Image.DecompressionBombError) as exc:
         # PIL reports truncated or corrupt image data as OSError (SyntaxError for some TIFFs).
         raise ParseRefused(f"malformed image: {exc}") from None
     if not pages:
