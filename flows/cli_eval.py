@@ -15,7 +15,8 @@ def register(sub, common) -> None:
     p.add_argument("questions", help="JSONL: question_id, question, question_type, gold_ids")
     p.add_argument("--system", default="hybrid",
                    help=f"one of {', '.join(SYSTEMS)}, or several separated by commas")
-    p.add_argument("--k", default="3,5,10", help="recall cut-offs, comma-separated")
+    p.add_argument("--k", default="3,5,10", type=cutoffs,
+                   help="recall cut-offs, positive integers, comma-separated")
     p.add_argument("--limit", type=int, help="first N questions only")
     p.add_argument("--provider", help="LLM provider of `trace` (default: from settings)")
     p.add_argument("--concurrency", type=int, default=1, help="questions answered at once")
@@ -23,6 +24,19 @@ def register(sub, common) -> None:
     p.add_argument("--generation", help="default: the serving generation")
     p.add_argument("--report", help="folder for per-question Parquet rows, plots and report")
     p.set_defaults(func=cmd_eval)
+
+
+def cutoffs(text: str) -> list[int]:
+    """`--k 1,3,10` as sorted distinct positive integers; anything else is refused by name."""
+    try:
+        ks = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--k takes positive integers separated by commas (e.g. 3,5,10), not {text!r}")
+    if not ks or ks[0] < 1:
+        raise argparse.ArgumentTypeError(
+            f"--k takes positive integers separated by commas (e.g. 3,5,10), not {text!r}")
+    return ks
 
 
 def human(summary: dict) -> str:
@@ -50,7 +64,7 @@ def cmd_eval(args: argparse.Namespace, settings: MabillonSettings) -> int:
     logging.basicConfig(level=logging.WARNING)
     options = EvalOptions(
         systems=[s.strip() for s in args.system.split(",") if s.strip()],
-        ks=sorted({int(k) for k in args.k.split(",") if k.strip()}), limit=args.limit,
+        ks=args.k, limit=args.limit,
         provider=args.provider, concurrency=args.concurrency, principal=args.principal,
         generation=args.generation, report_dir=args.report)
     unknown = [s for s in options.systems if s not in SYSTEMS]

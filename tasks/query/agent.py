@@ -139,9 +139,8 @@ def review_step(ctx: QuestionContext, state: AgentState) -> None:
     try:
         result = _call(ctx, state, "review", messages, context)
     except InvalidOutput as exc:
-        state.feedback = f"your review was not valid ({exc.result.error}); review again"
-        state.actions.append(Action(state.raw, "skipped", "invalid review output"))
-        _record(state, "skipped", False, exc.result, feedback=state.feedback, purpose="review")
+        _skip_invalid(state, exc, "review",
+                      f"your review was not valid ({exc.result.error}); review again")
         return
     by_id = {h.chunk_id: h for h in hits}
     verdicts: list[Verdict] = []
@@ -171,6 +170,13 @@ def review_step(ctx: QuestionContext, state: AgentState) -> None:
     _record(state, "review", True, result, verdicts=verdicts, purpose="review")
 
 
+def _skip_invalid(state: AgentState, exc: InvalidOutput, purpose: str, feedback: str) -> None:
+    """An invalid review or search output skips the step and tells the model why."""
+    state.feedback = feedback
+    state.actions.append(Action(state.raw, "skipped", f"invalid {purpose} output"))
+    _record(state, "skipped", False, exc.result, feedback=state.feedback, purpose=purpose)
+
+
 def apply_verdict(state: AgentState, hit: Hit, verdict: Verdict) -> None:
     state.reviewed.add(hit.chunk_id)
     state.retrieved.setdefault(hit.doc_id, hit)
@@ -194,9 +200,7 @@ def search_step(ctx: QuestionContext, state: AgentState) -> None:
     try:
         result = _call(ctx, state, "search", messages, context)
     except InvalidOutput as exc:
-        state.feedback = f"your step was not valid ({exc.result.error})"
-        state.actions.append(Action(state.raw, "skipped", "invalid search output"))
-        _record(state, "skipped", False, exc.result, feedback=state.feedback, purpose="search")
+        _skip_invalid(state, exc, "search", f"your step was not valid ({exc.result.error})")
         return
     out = result.value
     state.memory = replace_memory(out.get("memory_update"), state.memory)

@@ -55,6 +55,21 @@ def test_eval_command_refuses_an_unknown_system(tmp_path, sample_home, capsys):
     assert rc == 1 and "unknown system" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("k", ["3,x", "0,3", ","])
+def test_eval_command_refuses_cutoffs_that_are_not_positive_integers(tmp_path, k, capsys):
+    from flows.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", str(tmp_path / "q.jsonl"), "--home", str(tmp_path), "--k", k])
+    assert exit_.value.code == 2 and "--k takes positive integers" in capsys.readouterr().err
+
+
+def test_eval_cutoffs_are_sorted_and_distinct():
+    from flows.cli_eval import cutoffs
+
+    assert cutoffs("10, 3,3,5") == [3, 5, 10]
+
+
 @pytest.mark.slow
 def test_on_the_dev_questions_hybrid_beats_both_channels_and_trace_beats_hybrid(
         shared_corpus_home):

@@ -31,6 +31,14 @@ def publish(settings: MabillonSettings, table: pa.Table, space: EmbeddingSpace, 
     return layout
 
 
+def padded_chunk_table(dim: int) -> pa.Table:
+    """The toy table's vectors have the toy dimension; give them the model's by padding."""
+    table = chunk_table()
+    vecs = [v + [0.0] * (dim - len(v)) for v in table.column("vector").to_pylist()]
+    return table.set_column(table.schema.get_field_index("vector"), "vector",
+                            pa.array(vecs, pa.list_(pa.float32(), dim)))
+
+
 @pytest.fixture(scope="module")
 def minilm_space() -> EmbeddingSpace:
     from tasks.ingest.embed import load_embedder
@@ -54,13 +62,7 @@ def test_open_without_a_serving_generation_says_to_ingest(tmp_path):
 def test_open_serves_the_routed_generation_and_caches_bm25_under_its_index_dir(
         tmp_path, minilm_space):
     settings = MabillonSettings(home=tmp_path)
-    # The toy table's vectors have the toy dimension; give them the model's by padding.
-    table = chunk_table()
-    dim = minilm_space.dim
-    vecs = [v + [0.0] * (dim - len(v)) for v in table.column("vector").to_pylist()]
-    table = table.set_column(table.schema.get_field_index("vector"), "vector",
-                             pa.array(vecs, pa.list_(pa.float32(), dim)))
-    layout = publish(settings, table, minilm_space)
+    layout = publish(settings, padded_chunk_table(minilm_space.dim), minilm_space)
     r = Retriever.open(settings, PUBLIC)
     assert r.generation == "g0001" and r.space_id == minilm_space.space_id
     assert r.bm25_docs("Floquet président")[0].doc_id in {"jo-2", "gau-1"}
@@ -72,12 +74,7 @@ def test_open_applies_the_tombstone_list(tmp_path, minilm_space):
     from tasks.store.tombstones import add_tombstones
 
     settings = MabillonSettings(home=tmp_path)
-    table = chunk_table()
-    dim = minilm_space.dim
-    vecs = [v + [0.0] * (dim - len(v)) for v in table.column("vector").to_pylist()]
-    table = table.set_column(table.schema.get_field_index("vector"), "vector",
-                             pa.array(vecs, pa.list_(pa.float32(), dim)))
-    layout = publish(settings, table, minilm_space)
+    layout = publish(settings, padded_chunk_table(minilm_space.dim), minilm_space)
     add_tombstones(layout, ["jo-2"], "test", "rights")
     r = Retriever.open(settings, PUBLIC)
     assert "jo-2" not in {h.doc_id for h in r.bm25_docs("Floquet président", k=20)}
