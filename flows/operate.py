@@ -9,22 +9,15 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
-from schemas.generation import RoutingRecord, RunCounts
+from schemas.generation import RoutingRecord
 from schemas.settings import MabillonSettings
-from tasks.ingest.publish import switch_to, write_generation
-from tasks.ingest.reconcile import reconcile
-from tasks.ingest.stage import load_serving, remove_sources
-from tasks.ingest.steps import validate
-from tasks.ingest.validate import ValidationPolicy
 from tasks.ops import switching
+from tasks.ops.deletion import publish_without
 from tasks.ops.retention import GcReport, PurgeReport, collect_garbage, purge_documents
 from tasks.store.serialise import serialised_release
-from tasks.store.lance_store import tagged_generations
 from tasks.store.layout import StoreLayout
-from tasks.store.lineage_store import lineage_generations
-from tasks.store.manifests import next_generation_id, read_manifest
 from tasks.store.routing import read_routing
-from tasks.store.tombstones import add_tombstones, read_tombstones
+from tasks.store.tombstones import add_tombstones
 
 log = logging.getLogger(__name__)
 
@@ -63,60 +56,40 @@ def _routing_markdown(routing: RoutingRecord) -> str:
     return "\n\n".join(lines)
 
 
-@flow(name="promote")
-def promote(params: PromoteParams, settings: MabillonSettings | None = None) -> RoutingRecord:
+def _switch(settings: MabillonSettings | None, switch) -> RoutingRecord:
+    """Run one routing switch under the release serialisation and show the result in the UI."""
     settings = settings or MabillonSettings()
     layout = StoreLayout.from_settings(settings)
     with serialised_release(layout):
-        routing = switching.promote(layout, params.generation, settings.actor, params.reason)
+        routing = switch(layout, settings.actor)
     create_markdown_artifact(key="routing", markdown=_routing_markdown(routing))
     return routing
+
+
+@flow(name="promote")
+def promote(params: PromoteParams, settings: MabillonSettings | None = None) -> RoutingRecord:
+    return _switch(settings, lambda layout, actor: switching.promote(layout, params.generation, actor, params.reason))
 
 
 @flow(name="rollback")
 def rollback(params: RollbackParams, settings: MabillonSettings | None = None) -> RoutingRecord:
-    settings = settings or MabillonSettings()
-    layout = StoreLayout.from_settings(settings)
-    with serialised_release(layout):
-        routing = switching.rollback(layout, settings.actor, params.to, params.reason)
-    create_markdown_artifact(key="routing", markdown=_routing_markdown(routing))
-    return routing
+    return _switch(settings, lambda layout, actor: switching.rollback(layout, actor, params.to, params.reason))
 
 
 @flow(name="delete")
 def delete(params: DeleteParams, settings: MabillonSettings | None = None) -> DeletionResult:
+    """Mask at once, publish a generation without them, purge now or after the window."""
     settings = settings or MabillonSettings()
     layout = StoreLayout.from_settings(settings).ensure()
     doc_ids = list(dict.fromkeys(params.doc_ids))
     start = time.perf_counter()
     with serialised_release(layout):
-        # 1. the mask: in force for every generation from this atomic write on
-        add_tombstones(layout, doc_ids, settings.actor, params.reason)
+        add_tombstones(layout, doc_ids, settings.actor, params.reason)  # the mask, for every generation
         masked = time.perf_counter() - start
-        serving = read_routing(layout).serving
-        base = load_serving(layout, read_manifest(layout, serving).embedding_space)[1] if serving else None
-        present = set(base.sources["doc_id"].to_pylist()) if base is not None else set()
-        unknown = [d for d in doc_ids if d not in present]
-        generation, published = serving, None
-        if serving and len(unknown) < len(doc_ids):
-            # 2. a generation without them, through the same validation and reconcile gates
-            source_ids = {s for s, d in zip(base.sources["source_id"].to_pylist(), base.sources["doc_id"].to_pylist())
-                          if d in set(doc_ids)}
-            staged = remove_sources(base, source_ids)
-            generation = next_generation_id(layout, [*tagged_generations(layout), *lineage_generations(layout)])
-            validation = validate(staged, ValidationPolicy.from_settings(settings.validation, staged.space.dim),
-                                  layout, generation)
-            report = reconcile(staged, base.sources, tombstoned=read_tombstones(layout).doc_ids)
-            if not report.ok:
-                raise RuntimeError("reconcile failed after deletion: " + "; ".join(report.problems))
-            previous = read_manifest(layout, serving)
-            manifest = write_generation(layout, generation, serving, staged, report, validation, RunCounts(),
-                                        [], previous.segmenter, previous.chunking, previous.embedding_model)
-            switch_to(layout, manifest, settings.actor, f"delete: {params.reason}".strip())
-            published = time.perf_counter() - start
-        # 3. physical removal, now or once the retention window has passed (`mabillon gc`)
+        generation, unknown = publish_without(layout, settings, doc_ids, params.reason)
+        published = time.perf_counter() - start if len(unknown) < len(doc_ids) else None
         purge, purged = None, None
-        if settings.retention.deletion_window_s <= 0:
+        if settings.retention.deletion_window_s <= 0:  # otherwise `mabillon gc` purges once it passed
             purge = purge_documents(layout, set(doc_ids))
             purged = time.perf_counter() - start
     result = DeletionResult(doc_ids=doc_ids, unknown=unknown, generation=generation, masked_after_s=masked,

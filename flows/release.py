@@ -4,13 +4,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
-from prefect import flow, task
+from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.cache_policies import NONE
 from pydantic import BaseModel, Field
 
-from schemas.generation import Counts, IngestResult, ReconcileReport, RunCounts
+from schemas.generation import Counts, IngestResult, ReconcileFailed, ReconcileReport, RunCounts
 from schemas.settings import MabillonSettings
 from tasks.ingest.acquire import AccessDefaults
 from tasks.ingest.chunk import plan_for
@@ -26,7 +24,6 @@ from tasks.store.lance_store import tagged_generations
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import lineage_generations
 from tasks.store.manifests import next_generation_id
-from tasks.store.routing import read_routing
 from tasks.store.staging import load_space, save_space
 from tasks.store.tombstones import read_tombstones
 
@@ -41,12 +38,6 @@ class ReleaseOptions(BaseModel):
     groups: list[str] | None = Field(None, description="access groups (default: ['public'])")
     promote: bool = Field(True, description="serve the new generation at once")
     reason: str = Field("ingest", description="recorded in the routing history")
-
-
-class ReconcileFailed(RuntimeError):
-    def __init__(self, report: ReconcileReport):
-        self.report = report
-        super().__init__("reconcile failed, nothing was published: " + "; ".join(report.problems))
 
 
 def _publish_artifacts(generation: str, report: ReconcileReport, run: RunCounts, quarantined) -> None:

@@ -53,6 +53,14 @@ class ReconcileReport(BaseModel):
         return not self.problems
 
 
+class ReconcileFailed(RuntimeError):
+    """Counts or digests do not add up; nothing was published."""
+
+    def __init__(self, report: ReconcileReport):
+        self.report = report
+        super().__init__("reconcile failed, nothing was published: " + "; ".join(report.problems))
+
+
 class ExpectationResult(BaseModel):
     table: str
     expectation: str

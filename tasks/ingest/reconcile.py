@@ -21,7 +21,8 @@ def generation_digest(staged: StagedGeneration) -> str:
     for i in order:
         h.update(ids[i].encode())
         h.update(hashlib.sha256(texts[i].encode()).digest())
-        h.update(staged.vectors[i].tobytes())
+        # a chunk without a vector is a reconcile problem, reported, not a crash here
+        h.update(staged.vectors[i].tobytes() if i < len(staged.vectors) else b"no-vector")
     return h.hexdigest()
 
 

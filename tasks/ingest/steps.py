@@ -28,7 +28,7 @@ from tasks.ingest.embed import Embedder
 from tasks.ingest.inspect import inspect_revision
 from tasks.ingest.parse import ParseRefused, parse_revision
 from tasks.ingest.reconcile import reconcile
-from tasks.ingest.stage import StagedGeneration, chunks_table, pages_and_elements
+from tasks.ingest.stage import StagedGeneration
 from tasks.ingest.validate import ValidationPolicy, validate_staged
 from tasks.progress import StageProgress
 from tasks.store.atomic import atomic_write_text

@@ -31,10 +31,12 @@ def _more_records() -> list[dict]:
 
 
 def _cli(home: Path, export: Path, tmp: Path, hold: str | None) -> subprocess.Popen:
-    env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(tmp / f"prefect-{hold}"))
+    # small embedding batches: the embed hold point is reached with most chunks still to embed
+    env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(tmp / f"prefect-{hold}"),
+               MABILLON_EMBEDDING__BATCH_SIZE="2")
+    env.pop("MABILLON_TEST_HOLD_AT", None)
     if hold:
         env["MABILLON_TEST_HOLD_AT"] = hold
-    env.pop("MABILLON_TEST_HOLD_AT", None) if not hold else None
     return subprocess.Popen([sys.executable, "-m", "flows.cli", "ingest", str(export), "--json"],
                             cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
@@ -63,6 +65,10 @@ def test_sigkill_leaves_serving_untouched_and_next_run_publishes(hold: str, tmp_
 
     export = write_records(tmp_path / "second.jsonl", _more_records())
     _kill_when_held(_cli(home, export, tmp_path, hold), layout.manifests / f".held-at-{hold}")
+    cached = {p: p.stat().st_mtime_ns for p in (layout.staging / "vectors").rglob("*.parquet")}
+    if hold == "embed":  # killed mid-way: some revisions embedded and cached, most not
+        first_run = len(SAMPLE_RECORDS[:2])
+        assert first_run < len(cached) < first_run + len(_more_records())
 
     # the serving generation is exactly as it was, and still readable
     assert layout.routing.read_bytes() == routing_before
@@ -83,3 +89,5 @@ def test_sigkill_leaves_serving_untouched_and_next_run_publishes(hold: str, tmp_
     # one revision per source, except the one whose content changed (old one kept in lineage)
     assert {s: len(rs) for s, rs in per_source.items() if len(rs) > 1} == {SAMPLE_RECORDS[0]["doc_id"]: 2}
     assert result["counts"]["sources"] == len(_more_records())
+    # the rerun resumed: what the killed run had embedded was reused, not embedded again
+    assert all(p.stat().st_mtime_ns == t for p, t in cached.items())

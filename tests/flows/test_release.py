@@ -1,5 +1,4 @@
 """The release flow end to end on small exports: real LanceDB, real Prefect (ephemeral), real model."""
-import json
 from pathlib import Path
 
 import duckdb
@@ -29,12 +28,14 @@ def test_first_ingest_publishes_and_serves(records_file: Path, home: Path):
 
 def test_unchanged_rerun_publishes_nothing_and_reembeds_nothing(records_file: Path, home: Path):
     settings = settings_for(home)
-    release(paths=[str(records_file)], settings=settings)
+    first = release(paths=[str(records_file)], settings=settings)
     vectors_dir = StoreLayout.from_settings(settings).staging / "vectors"
     before = sorted(p.stat().st_mtime_ns for p in vectors_dir.rglob("*.parquet"))
     again = release(paths=[str(records_file)], settings=settings)
     assert not again.published and again.generation == "g0001"
     assert again.run.unchanged == len(SAMPLE_RECORDS) and again.run.added == again.run.changed == 0
+    assert again.counts.revisions == first.counts.revisions  # no new revision
+    assert len(list(StoreLayout.from_settings(settings).generations.glob("g*.yaml"))) == 1
     assert sorted(p.stat().st_mtime_ns for p in vectors_dir.rglob("*.parquet")) == before
 
 

@@ -1,6 +1,5 @@
 """Deletion reaches every answer at once and every copy on disk; rollback cannot resurrect."""
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
