@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.query import LoopParams
@@ -93,6 +93,24 @@ class RetentionSettings(BaseModel):
     deletion_window_s: int = 0
 
 
+class StorageSettings(BaseSettings):
+    """S3-compatible object storage (MinIO, Ceph, AWS) for an ``s3://`` warehouse.
+
+    Each field falls back to the standard variable LanceDB, pyarrow and the AWS tools read
+    (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ALLOW_HTTP);
+    MABILLON_STORAGE__<FIELD> overrides it. Unset credentials leave the provider's own chain
+    (instance profile, ~/.aws) in charge.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="AWS_")
+
+    endpoint_url: str | None = None  # e.g. http://minio:9000; None: AWS itself
+    region: str = "us-east-1"
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    allow_http: bool | None = None  # None: allowed exactly when the endpoint is http://
+
+
 class ServeSettings(BaseModel):
     """`mabillon serve`: the local Prefect server and the scheduled ingest deployment."""
 
@@ -109,8 +127,12 @@ class MabillonSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MABILLON_", env_nested_delimiter="__")
 
     home: Path = PROJECT_ROOT
-    warehouse_dir: Path | None = None
+    # A local folder or an s3:// URI (LanceDB, Parquet lineage, source blobs, caches).
+    warehouse_dir: str | None = None
+    # Always a POSIX folder (local or a shared volume): the routing switch is an atomic rename
+    # under a file lock, which object storage does not offer.
     manifests_dir: Path | None = None
+    storage: StorageSettings = Field(default_factory=StorageSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     limits: InspectionLimits = Field(default_factory=InspectionLimits)
@@ -128,9 +150,35 @@ class MabillonSettings(BaseSettings):
         default=None, description="test hook: stop at this point of a release and wait to be killed "
         "(embed, switch); used by the crash-safety tests")
 
+    @field_validator("warehouse_dir", mode="before")
+    @classmethod
+    def _warehouse_as_text(cls, value):
+        value = str(value) if isinstance(value, Path) else value
+        if isinstance(value, str) and "://" in value and not value.startswith(("s3://", "file://")):
+            raise ValueError(f"warehouse_dir {value!r}: a local folder, file:// or s3:// URI")
+        return value
+
+    @field_validator("manifests_dir", mode="before")
+    @classmethod
+    def _manifests_on_posix(cls, value):
+        if isinstance(value, str) and "://" in value and not value.startswith("file://"):
+            raise ValueError(
+                f"manifests_dir {value!r} must be a folder, not an object-store URI: the routing "
+                "record is switched by an atomic rename under a file lock. Keep the warehouse on "
+                "s3:// and the manifests on a local or shared (NFS) volume.")
+        if isinstance(value, str) and value.startswith("file://"):
+            return value[len("file://"):]
+        return value
+
     @property
-    def warehouse(self) -> Path:
-        return (self.warehouse_dir or self.home / "warehouse").resolve()
+    def warehouse(self) -> str:
+        """The warehouse root: an s3:// URI as given, or an absolute local path."""
+        root = self.warehouse_dir
+        if root and root.startswith("s3://"):
+            return root.rstrip("/")
+        if root and root.startswith("file://"):
+            root = root[len("file://"):]
+        return str(Path(root).resolve() if root else (self.home / "warehouse").resolve())
 
     @property
     def manifests(self) -> Path:

@@ -8,7 +8,6 @@ source blobs and query records are cleaned in the same pass.
 from __future__ import annotations
 
 import logging
-import shutil
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -17,10 +16,10 @@ import yaml
 from pydantic import BaseModel, Field
 
 from tasks.ops.redact import needles_for, redact_records
-from tasks.store.atomic import atomic_write_parquet, atomic_write_text
+from tasks.store.atomic import atomic_write_text
 from tasks.store.lance_store import delete_generation_tag, prune_untagged_versions, rewrite_generation_table
 from tasks.store.layout import StoreLayout
-from tasks.store.lineage_store import LINEAGE_TABLES, read_lineage_table
+from tasks.store.lineage_store import LINEAGE_TABLES, has_lineage, read_lineage_table
 from tasks.store.manifests import list_generations, read_manifest
 from tasks.store.routing import read_routing, update_routing
 from tasks.store.tombstones import mark_purged, read_tombstones
@@ -49,7 +48,7 @@ class GcReport(BaseModel):
 
 def retained_generations(layout: StoreLayout) -> list[str]:
     retired = set(read_routing(layout).retired)
-    return [g for g in list_generations(layout) if g not in retired and layout.lineage_dir(g).exists()]
+    return [g for g in list_generations(layout) if g not in retired and has_lineage(layout, g)]
 
 
 def plan_retention(layout: StoreLayout, keep_last: int) -> tuple[list[str], list[str]]:
@@ -82,20 +81,20 @@ def remove_unreferenced_state(layout: StoreLayout, generations: list[str],
     """Staging caches and blobs no retained generation refers to (optionally only these)."""
     live_revs, live_digests = _referenced(layout, generations)
     caches = 0
-    for folder in (layout.staging / "parsed",):
-        for rev_dir in folder.glob("*") if folder.exists() else []:
-            if rev_dir.name not in live_revs and (only_revisions is None or rev_dir.name in only_revisions):
-                shutil.rmtree(rev_dir)
-                caches += 1
-    for path in (layout.staging / "vectors").rglob("*.parquet") if (layout.staging / "vectors").exists() else []:
-        rev = path.stem
-        if rev not in live_revs and (only_revisions is None or rev in only_revisions):
-            path.unlink()
+    for rev_dir in (layout.staging / "parsed").subfolders():
+        if rev_dir.name not in live_revs and (only_revisions is None or rev_dir.name in only_revisions):
+            rev_dir.remove_tree()
+            caches += 1
+    for cached in (layout.staging / "vectors").files():
+        rev = cached.stem
+        if cached.name.endswith(".parquet") and rev not in live_revs and (
+                only_revisions is None or rev in only_revisions):
+            cached.unlink()
             caches += 1
     blobs = 0
-    for path in layout.blobs.rglob("*") if layout.blobs.exists() else []:
-        if path.is_file() and path.name not in live_digests and (only_digests is None or path.name in only_digests):
-            path.unlink()
+    for blob in layout.blobs.files():
+        if blob.name not in live_digests and (only_digests is None or blob.name in only_digests):
+            blob.unlink()
             blobs += 1
     return caches, blobs
 
@@ -131,11 +130,11 @@ def purge_documents(layout: StoreLayout, doc_ids: set[str]) -> PurgeReport:
             "vectors": _filter(tables["vectors"], "chunk_id", chunk_ids),
         }
         for name, table in rewritten.items():
-            atomic_write_parquet(layout.lineage_dir(gen) / f"{name}.parquet", table)
+            (layout.lineage_dir(gen) / f"{name}.parquet").write_parquet(table)
         before, after = rewrite_generation_table(
             layout, gen, lambda t: _filter(t, "doc_id", doc_ids))
         report.chunks_removed += before - after
-        shutil.rmtree(layout.index_dir(gen), ignore_errors=True)  # derived; rebuilt on next query
+        layout.index_dir(gen).remove_tree()  # derived; rebuilt on next query
         _record_purge(layout, gen, sorted(source_ids))
         report.generations_rewritten.append(gen)
     caches, blobs = remove_unreferenced_state(layout, generations, gone_revisions, gone_digests)
@@ -165,8 +164,8 @@ def collect_garbage(layout: StoreLayout, keep_last: int, deletion_window: timede
     kept, retire = plan_retention(layout, keep_last)
     for gen in retire:
         delete_generation_tag(layout, gen)
-        shutil.rmtree(layout.lineage_dir(gen), ignore_errors=True)
-        shutil.rmtree(layout.index_dir(gen), ignore_errors=True)
+        layout.lineage_dir(gen).remove_tree()
+        layout.index_dir(gen).remove_tree()
     if retire:
         update_routing(layout, retired=[*read_routing(layout).retired, *retire])
     due = due_for_purge(layout, deletion_window)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from schemas.generation import RoutingRecord
 from tasks.store.layout import StoreLayout
 from tasks.store.lance_store import tagged_generations
+from tasks.store.lineage_store import has_lineage
 from tasks.store.manifests import list_generations, read_manifest
 from tasks.store.routing import read_routing, switch_routing
 
@@ -21,8 +22,8 @@ def check_servable(layout: StoreLayout, generation: str, routing: RoutingRecord)
         raise GenerationUnavailable(f"no generation {generation!r}; see `mabillon generations`")
     if generation in routing.retired:
         raise GenerationUnavailable(f"generation {generation} is retired and its data removed")
-    if generation not in tagged_generations(layout) or not layout.lineage_dir(generation).exists():
-        raise GenerationUnavailable(f"generation {generation} has no data on disk (index or lineage missing)")
+    if generation not in tagged_generations(layout) or not has_lineage(layout, generation):
+        raise GenerationUnavailable(f"generation {generation} has no data in the warehouse (index or lineage missing)")
 
 
 def promote(layout: StoreLayout, generation: str, actor: str, reason: str = "") -> RoutingRecord:

@@ -3,16 +3,15 @@
 The index stores raw term frequencies (chunks × terms, CSC) and chunk lengths, not
 precomputed BM25 weights, so document frequency and average length are computed over the
 rows the caller may see: a forbidden chunk changes neither which chunks match nor their
-scores. Built lazily per generation and analysis, cached under the generation's index
-directory (deleting that directory drops it).
+scores. Built lazily per generation and analysis, cached as one object under the generation's
+index folder in the warehouse (removing that folder drops it).
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tasks.query.analysis import analyze, analyzer_id
+from tasks.store.location import Location, open_location
 
 log = logging.getLogger(__name__)
 
@@ -76,27 +76,22 @@ class Bm25Index:
         return out
 
     # persistence -------------------------------------------------------------------------------
-    def save(self, folder: Path) -> None:
-        """Write beside the target and rename into place: readers never see half an index,
-        and of two concurrent builders of the same index the first rename wins."""
-        tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        sp.save_npz(tmp / "tf.npz", self.tf)
-        np.save(tmp / "lengths.npy", self.lengths)
-        (tmp / "meta.json").write_text(json.dumps(
-            {"vocab": self.vocab, "chunk_digest": self.chunk_digest}, ensure_ascii=False))
-        if folder.exists():  # a stale index of other rows, or another builder won the race
-            shutil.rmtree(folder, ignore_errors=True)
-        try:
-            os.rename(tmp, folder)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
+    def to_bytes(self) -> bytes:
+        """One .npz object: a reader of the warehouse (local or S3) sees a whole index or none."""
+        buffer = io.BytesIO()
+        tf = self.tf.tocsc()
+        meta = json.dumps({"vocab": self.vocab, "chunk_digest": self.chunk_digest}, ensure_ascii=False)
+        np.savez(buffer, data=tf.data, indices=tf.indices, indptr=tf.indptr,
+                 shape=np.array(tf.shape, np.int64), lengths=self.lengths,
+                 meta=np.frombuffer(meta.encode("utf-8"), np.uint8))
+        return buffer.getvalue()
 
     @classmethod
-    def load(cls, folder: Path) -> "Bm25Index":
-        meta = json.loads((folder / "meta.json").read_text("utf-8"))
-        return cls(vocab=meta["vocab"], tf=sp.load_npz(folder / "tf.npz").tocsc(),
-                   lengths=np.load(folder / "lengths.npy"), chunk_digest=meta["chunk_digest"])
+    def from_bytes(cls, data: bytes) -> "Bm25Index":
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            meta = json.loads(z["meta"].tobytes().decode("utf-8"))
+            tf = sp.csc_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+            return cls(vocab=meta["vocab"], tf=tf, lengths=z["lengths"], chunk_digest=meta["chunk_digest"])
 
 
 def digest_ids(chunk_ids: list[str]) -> str:
@@ -107,25 +102,28 @@ def digest_ids(chunk_ids: list[str]) -> str:
     return h.hexdigest()[:16]
 
 
-def index_folder(index_dir: Path, stem: bool, ngrams: int) -> Path:
-    return index_dir / f"bm25-{analyzer_id(stem, ngrams)}"
+def index_location(index_dir: Location, stem: bool, ngrams: int) -> Location:
+    return index_dir / f"bm25-{analyzer_id(stem, ngrams)}.npz"
 
 
-def load_or_build(index_dir: Path | None, texts: list[str], chunk_ids: list[str],
+def load_or_build(index_dir: Location | Path | None, texts: list[str], chunk_ids: list[str],
                   stem: bool = True, ngrams: int = 0) -> Bm25Index:
     """The cached index for this generation and analysis, built and saved on first use.
 
     A cached index whose row order differs from the generation's is rebuilt, never trusted.
     """
-    folder = index_folder(index_dir, stem, ngrams) if index_dir is not None else None
+    if isinstance(index_dir, Path):
+        index_dir = open_location(index_dir)
+    target = index_location(index_dir, stem, ngrams) if index_dir is not None else None
     digest = digest_ids(chunk_ids)
-    if folder is not None and (folder / "meta.json").exists():
-        index = Bm25Index.load(folder)
+    if target is not None and target.exists():
+        index = Bm25Index.from_bytes(target.read_bytes())
         if index.chunk_digest == digest:
             return index
-        log.warning("BM25 index at %s belongs to other rows; rebuilding", folder)
+        log.warning("BM25 index at %s belongs to other rows; rebuilding", target)
     index = Bm25Index.build(texts, chunk_ids, stem=stem, ngrams=ngrams)
-    if folder is not None:
-        index.save(folder)
-        log.info("built BM25 index %s (%d chunks, %d terms)", folder, *index.tf.shape)
+    if target is not None:
+        # Concurrent builders of one index write the same bytes; the last whole write wins.
+        target.write_bytes(index.to_bytes())
+        log.info("built BM25 index %s (%d chunks, %d terms)", target, *index.tf.shape)
     return index

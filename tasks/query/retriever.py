@@ -26,6 +26,7 @@ from tasks.query.fusion import balance, rrf
 from tasks.query.substring import normalize, occurrence_scores
 from tasks.query.temporal import decay_scores
 from tasks.query.view import VIEW_COLUMNS, GenerationView, first_rows, max_pool, top_rows
+from tasks.store.location import Location
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class Retriever:
     def __init__(self, *, generation: str, space_id: str, view: GenerationView,
                  lance_table, embed_queries: Callable[[list[str]], np.ndarray],
                  principal: Principal,
-                 retrieval: RetrievalSettings, index_dir: Path | None,
+                 retrieval: RetrievalSettings, index_dir: Location | Path | None,
                  excluded_doc_ids: Iterable[str] = ()):
         self.generation = generation
         self.space_id = space_id
@@ -289,7 +290,7 @@ def _load_view(lance_path: str, generation: str, table) -> GenerationView:
     return _VIEWS[key]
 
 
-def _cached_bm25(generation: str, index_dir: Path | None, view: GenerationView, stem: bool,
+def _cached_bm25(generation: str, index_dir: Location | Path | None, view: GenerationView, stem: bool,
                  ngrams: int) -> bm25_mod.Bm25Index:
     ids = list(view.chunk_ids)
     if index_dir is None:

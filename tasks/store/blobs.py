@@ -2,27 +2,26 @@
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
-from tasks.store.atomic import atomic_write_bytes
 from tasks.store.layout import StoreLayout
+from tasks.store.location import Location
 
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def put_blob(layout: StoreLayout, data: bytes) -> tuple[str, Path]:
+def put_blob(layout: StoreLayout, data: bytes) -> tuple[str, Location]:
     """Store bytes once; storing the same bytes again is a no-op."""
     digest = sha256_hex(data)
-    path = layout.blob_path(digest)
-    if not path.exists():
-        atomic_write_bytes(path, data)
-    return digest, path
+    location = layout.blob_path(digest)
+    if not location.exists():
+        location.write_bytes(data)
+    return digest, location
 
 
 def read_blob(layout: StoreLayout, digest: str) -> bytes:
     data = layout.blob_path(digest).read_bytes()
     if sha256_hex(data) != digest:
-        raise IOError(f"blob {digest} is corrupt on disk")
+        raise IOError(f"blob {digest} is corrupt in the store ({layout.blob_path(digest)})")
     return data

@@ -11,8 +11,8 @@ from tasks.store.layout import CHUNKS_TABLE, StoreLayout
 
 
 def connect(layout: StoreLayout) -> lancedb.DBConnection:
-    layout.lance.mkdir(parents=True, exist_ok=True)
-    return lancedb.connect(str(layout.lance))
+    layout.lance.mkdir()
+    return lancedb.connect(layout.lance.uri, storage_options=layout.lance.options or None)
 
 
 def write_generation_table(layout: StoreLayout, generation: str, table: pa.Table) -> int:
@@ -76,9 +76,10 @@ def prune_untagged_versions(layout: StoreLayout) -> dict:
 
     import lance
 
-    path = layout.lance / f"{CHUNKS_TABLE}.lance"
-    if not path.exists():
+    location = layout.lance / f"{CHUNKS_TABLE}.lance"
+    if not location.exists():
         return {}
-    stats = lance.dataset(str(path)).cleanup_old_versions(
+    dataset = lance.dataset(location.uri, storage_options=location.options or None)
+    stats = dataset.cleanup_old_versions(
         older_than=timedelta(0), delete_unverified=True, error_if_tagged_old_versions=False)
     return {"bytes_removed": stats.bytes_removed, "old_versions": stats.old_versions}

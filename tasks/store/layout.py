@@ -1,56 +1,68 @@
-"""Where each kind of state lives under the warehouse and manifests roots."""
+"""Where each kind of state lives under the warehouse and manifests roots.
+
+The warehouse (source blobs, LanceDB, Parquet lineage, indexes, caches) is a Location: a local
+folder or an s3:// prefix. The manifests (routing record, generation manifests, tombstones,
+query records, the release lock) are always a POSIX folder, since switching relies on an atomic
+rename under a file lock.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
 from schemas.settings import MabillonSettings
+from tasks.store.location import Location, open_location
 
 CHUNKS_TABLE = "chunks"
 
 
 @dataclass(frozen=True)
 class StoreLayout:
-    warehouse: Path
+    warehouse: Location
     manifests: Path
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.warehouse, Location):  # a plain local path
+            object.__setattr__(self, "warehouse", open_location(self.warehouse))
 
     @classmethod
     def from_settings(cls, settings: MabillonSettings) -> "StoreLayout":
-        return cls(warehouse=settings.warehouse, manifests=settings.manifests)
+        return cls(warehouse=open_location(settings.warehouse, settings.storage),
+                   manifests=settings.manifests)
 
     # warehouse ------------------------------------------------------------------------------
     @property
-    def blobs(self) -> Path:
+    def blobs(self) -> Location:
         return self.warehouse / "blobs" / "sha256"
 
-    def blob_path(self, digest: str) -> Path:
+    def blob_path(self, digest: str) -> Location:
         return self.blobs / digest[:2] / digest
 
     @property
-    def lance(self) -> Path:
+    def lance(self) -> Location:
         return self.warehouse / "lance"
 
-    def lineage_dir(self, generation: str) -> Path:
+    def lineage_dir(self, generation: str) -> Location:
         return self.warehouse / "lineage" / generation
 
     @property
-    def lineage_root(self) -> Path:
+    def lineage_root(self) -> Location:
         return self.warehouse / "lineage"
 
-    def index_dir(self, generation: str) -> Path:
+    def index_dir(self, generation: str) -> Location:
         return self.warehouse / "indexes" / generation
 
     @property
-    def staging(self) -> Path:
+    def staging(self) -> Location:
         return self.warehouse / "staging"
 
-    def parsed_dir(self, revision_id: str) -> Path:
+    def parsed_dir(self, revision_id: str) -> Location:
         return self.staging / "parsed" / revision_id
 
-    def chunks_cache(self, segmenter_id: str, revision_id: str) -> Path:
+    def chunks_cache(self, segmenter_id: str, revision_id: str) -> Location:
         return self.staging / "chunks" / segmenter_id / f"{revision_id}.parquet"
 
-    def vectors_cache(self, space_id: str, segmenter_id: str, revision_id: str) -> Path:
+    def vectors_cache(self, space_id: str, segmenter_id: str, revision_id: str) -> Location:
         return self.staging / "vectors" / space_id / segmenter_id / f"{revision_id}.parquet"
 
     # manifests ------------------------------------------------------------------------------
@@ -78,7 +90,8 @@ class StoreLayout:
         return self.manifests / "queries"
 
     def ensure(self) -> "StoreLayout":
-        for p in (self.blobs, self.lance, self.lineage_root, self.staging, self.generations,
-                  self.reports, self.queries):
+        for loc in (self.blobs, self.lance, self.lineage_root, self.staging):
+            loc.mkdir()
+        for p in (self.generations, self.reports, self.queries):
             p.mkdir(parents=True, exist_ok=True)
         return self

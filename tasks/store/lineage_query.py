@@ -1,4 +1,8 @@
-"""Lineage queries with DuckDB straight over a generation's Parquet snapshot."""
+"""Lineage queries with DuckDB over a generation's Parquet snapshot.
+
+The tables are read with pyarrow (local or S3 alike) and handed to DuckDB as Arrow: DuckDB's own
+S3 reader is an extension it would download at run time.
+"""
 from __future__ import annotations
 
 import json
@@ -6,15 +10,15 @@ import json
 import duckdb
 
 from tasks.store.layout import StoreLayout
+from tasks.store.lineage_store import LINEAGE_TABLES, has_lineage, read_lineage_table
 
 
 def _connect(layout: StoreLayout, generation: str) -> duckdb.DuckDBPyConnection:
-    folder = layout.lineage_dir(generation)
-    if not folder.exists():
-        raise KeyError(f"generation {generation} has no lineage snapshot at {folder}")
+    if not has_lineage(layout, generation):
+        raise KeyError(f"generation {generation} has no lineage snapshot at {layout.lineage_dir(generation)}")
     con = duckdb.connect()
-    for name in ("sources", "revisions", "pages", "elements", "chunks", "vectors"):
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{folder / (name + '.parquet')}')")
+    for name in LINEAGE_TABLES:
+        con.register(name, read_lineage_table(layout, generation, name))
     return con
 
 

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from tasks.store.atomic import atomic_write_parquet
 from tasks.store.layout import StoreLayout
 
 LINEAGE_TABLES = ("sources", "revisions", "pages", "elements", "chunks", "vectors")
@@ -13,7 +11,7 @@ LINEAGE_TABLES = ("sources", "revisions", "pages", "elements", "chunks", "vector
 def write_lineage_snapshot(layout: StoreLayout, generation: str, tables: dict[str, pa.Table]) -> str:
     folder = layout.lineage_dir(generation)
     for name in LINEAGE_TABLES:
-        atomic_write_parquet(folder / f"{name}.parquet", tables[name])
+        (folder / f"{name}.parquet").write_parquet(tables[name])
     return str(folder)
 
 
@@ -21,10 +19,13 @@ def read_lineage_table(layout: StoreLayout, generation: str, name: str,
                        columns: list[str] | None = None) -> pa.Table:
     if name not in LINEAGE_TABLES:
         raise KeyError(name)
-    return pq.read_table(layout.lineage_dir(generation) / f"{name}.parquet", columns=columns)
+    return (layout.lineage_dir(generation) / f"{name}.parquet").read_parquet(columns)
+
+
+def has_lineage(layout: StoreLayout, generation: str) -> bool:
+    """A snapshot is whole once its last table is written (they are written in order)."""
+    return (layout.lineage_dir(generation) / f"{LINEAGE_TABLES[-1]}.parquet").exists()
 
 
 def lineage_generations(layout: StoreLayout) -> list[str]:
-    if not layout.lineage_root.exists():
-        return []
-    return [p.name for p in layout.lineage_root.iterdir() if p.is_dir()]
+    return [loc.name for loc in layout.lineage_root.subfolders()]

@@ -3,31 +3,29 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from schemas.embedding import EmbeddingSpace
 from schemas.lineage import ParsedDocument
-from tasks.store.atomic import atomic_write_parquet, atomic_write_text
 from tasks.store.layout import StoreLayout
 
 
 def load_parsed(layout: StoreLayout, revision_id: str, parse_key: str) -> ParsedDocument | None:
-    path = layout.parsed_dir(revision_id) / f"{parse_key}.json"
-    if not path.exists():
+    location = layout.parsed_dir(revision_id) / f"{parse_key}.json"
+    if not location.exists():
         return None
-    return ParsedDocument.model_validate_json(path.read_text("utf-8"))
+    return ParsedDocument.model_validate_json(location.read_bytes())
 
 
 def save_parsed(layout: StoreLayout, doc: ParsedDocument, parse_key: str) -> None:
-    atomic_write_text(layout.parsed_dir(doc.revision_id) / f"{parse_key}.json", doc.model_dump_json())
+    (layout.parsed_dir(doc.revision_id) / f"{parse_key}.json").write_text(doc.model_dump_json())
 
 
 def load_vectors(layout: StoreLayout, space_id: str, segmenter_id: str,
                  revision_id: str) -> tuple[list[str], np.ndarray] | None:
-    path = layout.vectors_cache(space_id, segmenter_id, revision_id)
-    if not path.exists():
+    location = layout.vectors_cache(space_id, segmenter_id, revision_id)
+    if not location.exists():
         return None
-    table = pq.read_table(path)
+    table = location.read_parquet()
     vecs = table["vector"].combine_chunks()
     dim = vecs.type.list_size
     arr = vecs.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
@@ -41,13 +39,13 @@ def save_vectors(layout: StoreLayout, space_id: str, segmenter_id: str, revision
         "chunk_id": pa.array(chunk_ids, pa.string()),
         "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), dim),
     })
-    atomic_write_parquet(layout.vectors_cache(space_id, segmenter_id, revision_id), table)
+    layout.vectors_cache(space_id, segmenter_id, revision_id).write_parquet(table)
 
 
 def load_space(layout: StoreLayout, key: str) -> EmbeddingSpace | None:
-    path = layout.staging / "spaces" / f"{key}.json"
-    return EmbeddingSpace.model_validate_json(path.read_text("utf-8")) if path.exists() else None
+    location = layout.staging / "spaces" / f"{key}.json"
+    return EmbeddingSpace.model_validate_json(location.read_bytes()) if location.exists() else None
 
 
 def save_space(layout: StoreLayout, key: str, space: EmbeddingSpace) -> None:
-    atomic_write_text(layout.staging / "spaces" / f"{key}.json", space.model_dump_json())
+    (layout.staging / "spaces" / f"{key}.json").write_text(space.model_dump_json())

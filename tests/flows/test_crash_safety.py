@@ -65,7 +65,7 @@ def test_sigkill_leaves_serving_untouched_and_next_run_publishes(hold: str, tmp_
 
     export = write_records(tmp_path / "second.jsonl", _more_records())
     _kill_when_held(_cli(home, export, tmp_path, hold), layout.manifests / f".held-at-{hold}")
-    cached = {p: p.stat().st_mtime_ns for p in (layout.staging / "vectors").rglob("*.parquet")}
+    cached = {p: p.stat().st_mtime_ns for p in (layout.staging / "vectors").local_path.rglob("*.parquet")}
     if hold == "embed":  # killed mid-way: some revisions embedded and cached, most not
         first_run = len(SAMPLE_RECORDS[:2])
         assert first_run < len(cached) < first_run + len(_more_records())
