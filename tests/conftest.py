@@ -18,6 +18,7 @@ for key, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "GX_ANALY
     os.environ.setdefault(key, value)
 
 from schemas.settings import PROJECT_ROOT, MabillonSettings  # noqa: E402
+from tests.s3 import s3_bucket, s3_endpoint  # noqa: E402,F401  (fixtures)
 
 SHARED_CORPUS = PROJECT_ROOT.parent / "shared" / "histqa1887" / "corpus.jsonl"
 SHARED_DEV = PROJECT_ROOT.parent / "shared" / "histqa1887" / "dev.jsonl"
