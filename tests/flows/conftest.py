@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import SAMPLE_RECORDS, write_records
+from tests.s3 import S3Bucket
 
 MABILLON = Path(sys.executable).with_name("mabillon")
 SERVED = {"scheduled-ingest", "promote", "rollback", "delete", "gc", "ask", "ask-batch", "evaluate"}
@@ -51,12 +52,26 @@ def prefect_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def served_home(tmp_path_factory, prefect_server) -> Path:
-    """A home with one published generation of the sample records (built through the CLI)."""
+def served_bucket(s3_endpoint) -> S3Bucket:
+    """The served stack keeps its warehouse on S3, as the compose stack does on MinIO."""
+    bucket = S3Bucket(s3_endpoint, "mabillon-served")
+    bucket.client().create_bucket(Bucket=bucket.name)
+    return bucket
+
+
+def served_env(prefect_server, bucket: S3Bucket) -> dict[str, str]:
+    return {**os.environ, **bucket.env, "PREFECT_API_URL": prefect_server.api_url,
+            "MABILLON_WAREHOUSE_DIR": bucket.uri("warehouse")}
+
+
+@pytest.fixture(scope="session")
+def served_home(tmp_path_factory, prefect_server, served_bucket) -> Path:
+    """A home with one published generation of the sample records (built through the CLI);
+    its warehouse is in the `served_bucket`, its manifests in the home folder."""
     root = tmp_path_factory.mktemp("served")
     records = write_records(root / "records.jsonl", SAMPLE_RECORDS)
     home = root / "home"
-    env = {**os.environ, "PREFECT_API_URL": prefect_server.api_url}
+    env = served_env(prefect_server, served_bucket)
     done = subprocess.run([str(MABILLON), "ingest", str(records), "--home", str(home)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -69,10 +84,10 @@ def drop_folder(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def serving(prefect_server, served_home, drop_folder):
+def serving(prefect_server, served_home, served_bucket, drop_folder):
     """`mabillon serve` against the test server, until every deployment is registered."""
     log = (served_home.parent / "serve.log").open("wb")
-    env = {**os.environ, "PREFECT_API_URL": prefect_server.api_url}
+    env = served_env(prefect_server, served_bucket)
     process = subprocess.Popen(
         [str(MABILLON), "serve", "--home", str(served_home), "--drop-folder", str(drop_folder),
          "--ingest-cron", INGEST_CRON],

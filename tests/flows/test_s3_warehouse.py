@@ -155,3 +155,13 @@ def test_the_cli_takes_the_warehouse_and_credentials_from_the_environment(tmp_pa
     assert cli("lineage", "jo-1887-03-02")["revisions"][0]["blob"].startswith(f"s3://{s3_bucket.name}/archive/")
     assert any(k.startswith("archive/warehouse/lance/") for k in s3_bucket.keys())
     assert not (home / "warehouse").exists()
+
+
+@pytest.mark.slow
+def test_served_deployments_work_on_the_s3_warehouse(served_home: Path, served_bucket, ask_run):
+    """`mabillon serve` (as in the compose stack) published and answered from the bucket."""
+    assert ask_run.state.is_completed(), ask_run.state.message
+    keys = served_bucket.keys("warehouse/")
+    assert any(k.startswith("warehouse/lance/chunks.lance/_refs/tags/g0001") for k in keys)
+    assert any(k.startswith("warehouse/indexes/g0001/bm25-") for k in keys)  # built by the ask run
+    assert not (served_home / "warehouse").exists()
