@@ -13,8 +13,11 @@ from tasks.store.routing import read_routing
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("ingest", parents=[common], help="ingest files, folders or JSONL exports and publish a generation")
-    p.add_argument("paths", nargs="+")
+    p = sub.add_parser("ingest", parents=[common], help="ingest files, folders or JSONL exports (local, "
+                                                        "file:// or s3://) and publish a generation")
+    p.add_argument("paths", nargs="+", help="local paths, file:// URIs, or s3://bucket/key (an object) and "
+                                            "s3://bucket/prefix/ (read like a folder); S3 endpoint and "
+                                            "credentials from the storage settings (AWS_* variables)")
     p.add_argument("--corpus")
     p.add_argument("--tenant")
     p.add_argument("--groups", help="comma-separated access groups")

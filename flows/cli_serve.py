@@ -17,8 +17,9 @@ def register(sub, common) -> None:
                             "ingest, operate, ask and evaluate deployments")
     p.add_argument("--host", help="bind address of a server started here (default: settings, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port of a server started here (default: settings, 4200)")
-    p.add_argument("--drop-folder", help="folder ingested by the scheduled-ingest deployment")
-    p.add_argument("--uri-list", help="file of paths / file:// URIs ingested by scheduled-ingest")
+    p.add_argument("--drop-folder", help="folder or s3://bucket/prefix ingested by the scheduled-ingest "
+                                         "deployment")
+    p.add_argument("--uri-list", help="file of paths / file:// / s3:// URIs ingested by scheduled-ingest")
     p.add_argument("--ingest-cron", help='schedule of scheduled-ingest, e.g. "*/15 * * * *"')
     p.add_argument("--limit", type=int, help="flow runs executed at once by this process")
     p.set_defaults(func=cmd_serve)
@@ -26,10 +27,17 @@ def register(sub, common) -> None:
 
 def serve_settings_from(args: argparse.Namespace, settings: MabillonSettings) -> MabillonSettings:
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port),
-                                   ("drop_folder", Path(args.drop_folder).resolve() if args.drop_folder else None),
+                                   ("drop_folder", drop_folder_from(args.drop_folder)),
                                    ("uri_list", Path(args.uri_list).resolve() if args.uri_list else None),
                                    ("ingest_cron", args.ingest_cron)) if v is not None}
     return settings.model_copy(update={"serve": settings.serve.model_copy(update=overrides)})
+
+
+def drop_folder_from(value: str | None) -> str | None:
+    """A local folder is made absolute (flow runs may start elsewhere); a URI is kept as given."""
+    if not value or "://" in value:
+        return value or None
+    return str(Path(value).resolve())
 
 
 def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:

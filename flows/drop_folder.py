@@ -1,4 +1,5 @@
-"""The `scheduled-ingest` flow: release whatever sits in a drop folder or is listed in a URI file.
+"""The `scheduled-ingest` flow: release whatever sits in a drop folder (a local folder or an s3://
+prefix) or is listed in a URI file.
 
 Re-ingesting unchanged inputs is cheap (same bytes → same revision, nothing re-parsed), so each
 scheduled run simply hands the whole folder and list to `release`.
@@ -23,20 +24,21 @@ log = logging.getLogger(__name__)
 class ScheduledIngestParams(BaseModel):
     """The parameter form of a scheduled (or on-demand) ingest."""
 
-    drop_folder: str | None = Field(None, description="folder walked like `mabillon ingest FOLDER`")
-    uri_list: str | None = Field(None, description="text file: one local path or file:// URI a line; "
-                                                   "lines starting with # are comments")
+    drop_folder: str | None = Field(None, description="local folder or s3://bucket/prefix, walked like "
+                                                      "`mabillon ingest FOLDER`")
+    uri_list: str | None = Field(None, description="text file: one local path, file:// or s3:// URI a "
+                                                   "line; lines starting with # are comments")
     options: ReleaseOptions = Field(default_factory=lambda: ReleaseOptions(reason="scheduled ingest"))
 
 
 class UriListEntries(BaseModel):
-    paths: list[str] = Field(default_factory=list)
+    paths: list[str] = Field(default_factory=list)  # local paths and s3:// URIs, as acquire reads them
     skipped: list[str] = Field(default_factory=list)  # "uri: why" — recorded, not fatal
 
 
 def read_uri_list(path: Path) -> UriListEntries:
-    """Local paths and file:// URIs become paths; other schemes are skipped with the reason, since
-    acquire reads only the local file system today."""
+    """Local paths, file:// and s3:// URIs become inputs; other schemes (http://, ...) are skipped
+    with the reason, since acquire does not read them."""
     out = UriListEntries()
     for line in path.read_text(encoding="utf-8").splitlines():
         entry = line.strip()
@@ -45,10 +47,13 @@ def read_uri_list(path: Path) -> UriListEntries:
         parsed = urlparse(entry)
         if parsed.scheme == "file":
             out.paths.append(unquote(parsed.path))
+        elif parsed.scheme == "s3":
+            out.paths.append(entry)  # read with the storage settings (endpoint, credentials)
         elif not parsed.scheme:  # relative paths are relative to the list file
             out.paths.append(str((path.parent / entry).resolve()))
         else:
-            out.skipped.append(f"{entry}: scheme {parsed.scheme}:// is not read by acquire yet")
+            out.skipped.append(f"{entry}: scheme {parsed.scheme}:// is not read by acquire "
+                               "(local paths, file:// and s3:// URIs are)")
     return out
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -75,7 +74,7 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
 
     with serialised_release(layout):
         serving, base, base_space_id = load_serving(layout, space)
-        revisions, quarantined = acquire_task([Path(p) for p in paths], defaults, layout)
+        revisions, quarantined = acquire_task([str(p) for p in paths], defaults, layout, settings.storage)
         revisions, refused = refuse_tombstoned(revisions, read_tombstones(layout))
         quarantined += refused
         accepted, refused = inspect_task(revisions, layout, settings)

@@ -148,8 +148,7 @@ def reachable_definitions(properties: dict, definitions: dict) -> dict:
 
 
 def build_deployments(serve_settings: ServeSettings) -> list[RunnerDeployment]:
-    ingest_params = {"params": {"drop_folder": str(serve_settings.drop_folder)
-                                if serve_settings.drop_folder else None,
+    ingest_params = {"params": {"drop_folder": serve_settings.drop_folder,  # a folder or s3:// prefix
                                 "uri_list": str(serve_settings.uri_list)
                                 if serve_settings.uri_list else None}}
     specs: list[tuple[Flow, dict]] = [

@@ -114,7 +114,8 @@ class StorageSettings(BaseSettings):
 class ServeSettings(BaseModel):
     """`mabillon serve`: the local Prefect server and the scheduled ingest deployment."""
 
-    drop_folder: Path | None = None  # walked like `mabillon ingest FOLDER` on each scheduled run
+    # a local folder or an s3://bucket/prefix, walked like `mabillon ingest FOLDER` on each scheduled run
+    drop_folder: str | None = None
     uri_list: Path | None = None  # a text file, one local path or file:// URI a line
     ingest_cron: str | None = None  # e.g. "*/15 * * * *"; None: scheduled ingest runs on demand only
     host: str = "127.0.0.1"

@@ -1,27 +1,35 @@
 """Acquire: name the inputs, store their bytes content-addressed, record source → revision.
 
-Inputs are JSONL record exports (one document a line) and files or folders of files. A bad
-record line is quarantined with its line number; the other lines go on.
+Inputs are JSONL record exports (one document a line) and files or folders of files, given as
+local paths, file:// URIs or s3:// URIs (an object, or a prefix read like a folder). Local and
+object storage share one walk over `Location`; bytes are read only when a revision is stored.
+A bad record line is quarantined with its line number; the other lines go on, and so does the
+batch when an input is missing or its storage cannot be reached.
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date as date_type
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlparse
 
 from schemas.generation import Quarantined
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision, SourceInput
+from schemas.settings import StorageSettings
 from tasks.ingest.sidecar import SidecarEntry, SidecarError, read_sidecar
 from tasks.store.blobs import put_blob
 from tasks.store.layout import StoreLayout
+from tasks.store.location import Location, open_location
 
 DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 IGNORED_NAMES = {"sidecar.json", "sidecar.csv", ".DS_Store", "Thumbs.db"}
+URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 @dataclass(frozen=True)
@@ -36,11 +44,11 @@ class PendingInput:
     """A named input whose bytes are produced lazily, so a large batch is never all in memory."""
 
     source: SourceInput
-    path: Path | None = None
+    location: Location | None = None
     data: bytes | None = None
 
     def read(self) -> bytes:
-        return self.data if self.data is not None else self.path.read_bytes()  # type: ignore[union-attr]
+        return self.data if self.data is not None else self.location.read_bytes()  # type: ignore[union-attr]
 
 
 def revision_id_for(source_id: str, digest: str) -> str:
@@ -93,69 +101,115 @@ def parse_record_line(line: str, defaults: AccessDefaults) -> tuple[SourceInput,
     return source, canonical_record_bytes(record)
 
 
-def iter_record_export(path: Path, defaults: AccessDefaults,
+def open_source(source: str | Path, storage: StorageSettings | None = None) -> Location:
+    """A command-line input as a Location; raises ValueError for a scheme acquire does not read."""
+    text = str(source)
+    match = URI_SCHEME.match(text)
+    scheme = match.group(1).lower() if match else None
+    if scheme == "file":
+        parsed = urlparse(text)
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"file:// URI names host {parsed.netloc!r}; only local files are read")
+        text = unquote(parsed.path)
+    elif scheme == "s3":
+        text = "s3://" + text[match.end():]  # type: ignore[union-attr]
+    elif scheme is not None:
+        raise ValueError(f"scheme {scheme}:// is not read (local paths, file:// and s3:// URIs are)")
+    return open_location(text, storage)
+
+
+def source_uri(location: Location) -> str:
+    """How lineage names an input: file:///abs/path on the local disk, s3://bucket/key otherwise."""
+    return Path(location.path).resolve().as_uri() if location.is_local else location.uri
+
+
+def relative_key(location: Location, root: Location) -> str:
+    """The POSIX path of `location` inside `root` (a file of a folder, an object below a prefix)."""
+    return location.path[len(root.path.rstrip("/")) + 1:]
+
+
+def iter_record_export(export: Location, defaults: AccessDefaults,
                        quarantined: list[Quarantined]) -> Iterator[PendingInput]:
+    """The export's records, read line by line (the file is never held whole in memory)."""
     seen: dict[str, int] = {}
-    with path.open("r", encoding="utf-8", errors="strict") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            uri = f"{path.resolve().as_uri()}#L{number}"
-            try:
-                source, data = parse_record_line(line, defaults)
-            except (ValueError, UnicodeDecodeError) as exc:
-                quarantined.append(Quarantined(uri=uri, reason=f"line {number}: {exc}", line=number))
-                continue
-            if source.doc_id in seen:
-                quarantined.append(Quarantined(
-                    uri=uri, line=number,
-                    reason=f"line {number}: duplicate doc_id {source.doc_id!r} (first on line {seen[source.doc_id]})"))
-                continue
-            seen[source.doc_id] = number
-            yield PendingInput(source=source.model_copy(update={"uri": uri}), data=data)
+    base, number = source_uri(export), 0
+    try:
+        with io.BufferedReader(export.fs.open_input_stream(export.path), 1 << 16) as fh:
+            for number, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                uri = f"{base}#L{number}"
+                try:
+                    source, data = parse_record_line(raw.decode("utf-8"), defaults)
+                except UnicodeDecodeError:
+                    quarantined.append(Quarantined(uri=uri, reason=f"line {number}: not UTF-8", line=number))
+                    continue
+                except ValueError as exc:
+                    quarantined.append(Quarantined(uri=uri, reason=f"line {number}: {exc}", line=number))
+                    continue
+                if source.doc_id in seen:
+                    quarantined.append(Quarantined(
+                        uri=uri, line=number,
+                        reason=f"line {number}: duplicate doc_id {source.doc_id!r} (first on line {seen[source.doc_id]})"))
+                    continue
+                seen[source.doc_id] = number
+                yield PendingInput(source=source.model_copy(update={"uri": uri}), data=data)
+    except OSError as exc:  # storage failed: the lines already read stand
+        where = f" after line {number}" if number else ""
+        quarantined.append(Quarantined(uri=base, reason=f"unreadable{where}: {exc}"))
 
 
-def doc_id_from_path(path: Path, root: Path | None) -> str:
+def doc_id_from_path(file: Location, root: Location | None) -> str:
     """A folder's files are named by their path inside it; a lone file by its stem."""
-    rel = path.relative_to(root) if root else Path(path.name)
-    return rel.with_suffix("").as_posix()
+    rel = relative_key(file, root) if root else file.name
+    return PurePosixPath(rel).with_suffix("").as_posix()
 
 
-def file_input(path: Path, root: Path | None, defaults: AccessDefaults,
+def file_input(file: Location, root: Location | None, defaults: AccessDefaults,
                entry: SidecarEntry | None = None) -> PendingInput:
     """A file named by its path, with what its folder's sidecar says about it taking precedence."""
-    entry = entry or SidecarEntry(file=path.name)
-    doc_id = entry.doc_id or doc_id_from_path(path, root)
+    entry = entry or SidecarEntry(file=file.name)
+    doc_id = entry.doc_id or doc_id_from_path(file, root)
     source = SourceInput(
-        source_id=doc_id, uri=path.resolve().as_uri(), doc_id=doc_id,
+        source_id=doc_id, uri=source_uri(file), doc_id=doc_id,
         corpus=entry.corpus or defaults.corpus or "files", date=entry.date,
         tenant=entry.tenant or defaults.tenant, groups=sorted(set(entry.groups or defaults.groups)),
-        title=entry.title or path.stem, metadata=dict(entry.metadata), declared_media_type=None,
+        title=entry.title or PurePosixPath(file.name).stem, metadata=dict(entry.metadata),
+        declared_media_type=None,
     )
-    return PendingInput(source=source, path=path)
+    return PendingInput(source=source, location=file)
 
 
-def iter_folder(folder: Path, defaults: AccessDefaults,
+def is_walked(rel: str) -> bool:
+    """Sidecars, desktop litter and anything under a hidden name are not inputs."""
+    parts = PurePosixPath(rel).parts
+    return parts[-1] not in IGNORED_NAMES and not any(part.startswith(".") for part in parts)
+
+
+def iter_folder(folder: Location, defaults: AccessDefaults,
                 quarantined: list[Quarantined]) -> Iterator[PendingInput]:
-    """The folder's files in a stable order, described by its sidecar when it has one."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file()
-                   and p.name not in IGNORED_NAMES
-                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    """The folder's files (or the prefix's objects) in a stable order, described by its sidecar."""
+    try:
+        listed = folder.files()
+    except OSError as exc:
+        quarantined.append(Quarantined(uri=source_uri(folder), reason=f"unreadable: {exc}"))
+        return
+    by_rel = {rel: f for rel, f in sorted(((relative_key(f, folder), f) for f in listed),
+                                          key=lambda item: PurePosixPath(item[0])) if is_walked(rel)}
     try:
         sidecar = read_sidecar(folder)
     except SidecarError as exc:
-        quarantined.extend(Quarantined(uri=f.resolve().as_uri(), reason=f"sidecar unreadable: {exc}")
-                           for f in files)
+        quarantined.extend(Quarantined(uri=source_uri(f), reason=f"sidecar unreadable: {exc}")
+                           for f in by_rel.values())
         return
-    by_rel = {f.relative_to(folder).as_posix(): f for f in files}
     for rel in sorted(set(sidecar.entries) | set(sidecar.refused)):
         if rel not in by_rel:
             reason = sidecar.refused.get(rel) or f"{sidecar.name} names {rel}, which is not in the folder"
-            quarantined.append(Quarantined(uri=(folder / rel).resolve().as_uri(), reason=reason))
+            quarantined.append(Quarantined(uri=source_uri(folder / rel), reason=reason))
     seen: dict[str, str] = {}
     for rel, file in by_rel.items():
         if rel in sidecar.refused:
-            quarantined.append(Quarantined(uri=file.resolve().as_uri(), reason=sidecar.refused[rel]))
+            quarantined.append(Quarantined(uri=source_uri(file), reason=sidecar.refused[rel]))
             continue
         pending = file_input(file, folder, defaults, sidecar.entries.get(rel))
         doc_id = pending.source.doc_id
@@ -167,22 +221,36 @@ def iter_folder(folder: Path, defaults: AccessDefaults,
         yield pending
 
 
-def is_record_export(path: Path) -> bool:
-    return path.suffix.lower() in {".jsonl", ".ndjson"}
+def is_record_export(name: str) -> bool:
+    return PurePosixPath(name).suffix.lower() in {".jsonl", ".ndjson"}
 
 
-def iter_inputs(paths: list[Path], defaults: AccessDefaults,
-                quarantined: list[Quarantined]) -> Iterator[PendingInput]:
-    """Expand the command-line paths into inputs, in a stable order."""
-    for path in paths:
-        if not path.exists():
-            quarantined.append(Quarantined(uri=str(path), reason="path does not exist"))
-        elif path.is_dir():
-            yield from iter_folder(path, defaults, quarantined)
-        elif is_record_export(path):
-            yield from iter_record_export(path, defaults, quarantined)
+def iter_inputs(sources: Sequence[str | Path], defaults: AccessDefaults, quarantined: list[Quarantined],
+                storage: StorageSettings | None = None) -> Iterator[PendingInput]:
+    """Expand the command-line inputs (paths, file:// and s3:// URIs) into inputs, in a stable order.
+
+    `storage` holds the endpoint and credentials for s3:// inputs (the warehouse's, by default).
+    """
+    for source in sources:
+        try:
+            location = open_source(source, storage)
+            is_file = location.is_file()
+            exists = is_file or location.exists()
+        except ValueError as exc:
+            quarantined.append(Quarantined(uri=str(source), reason=str(exc)))
+            continue
+        except OSError as exc:  # endpoint unreachable, access denied, ...
+            quarantined.append(Quarantined(uri=str(source), reason=f"unreadable: {exc}"))
+            continue
+        if not exists:
+            quarantined.append(Quarantined(uri=str(source), reason="path does not exist") if location.is_local
+                               else Quarantined(uri=location.uri, reason=f"no object or prefix at {location.uri}"))
+        elif not is_file:
+            yield from iter_folder(location, defaults, quarantined)
+        elif is_record_export(location.name):
+            yield from iter_record_export(location, defaults, quarantined)
         else:
-            yield file_input(path, None, defaults)
+            yield file_input(location, None, defaults)
 
 
 def acquire_one(layout: StoreLayout, pending: PendingInput) -> Revision:

@@ -4,7 +4,8 @@ Keys: `file` (path relative to the folder, required), `doc_id`, `corpus`, `date`
 `title`, `tenant`, `groups` (a list in JSON; separated by ";" in CSV). Other keys are kept as
 metadata. A row that is wrong refuses its file — the file's access metadata cannot be trusted,
 so it must not be published with the defaults — and a sidecar that cannot be read refuses every
-file of the folder, for the same reason.
+file of the folder, for the same reason. The folder may be local or an s3:// prefix (a `Location`);
+a sidecar that cannot be fetched counts as unreadable.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import date as date_type
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from tasks.store.location import Location, open_location
 
 SIDECAR_NAMES = ("sidecar.json", "sidecar.csv")
 KNOWN_KEYS = {"file", "doc_id", "corpus", "date", "title", "tenant", "groups"}
@@ -129,16 +132,20 @@ def parse_sidecar(name: str, text: str) -> Sidecar:
     return sidecar
 
 
-def read_sidecar(folder: Path) -> Sidecar:
+def read_sidecar(folder: Location | Path) -> Sidecar:
     """The folder's sidecar, or an empty one; raises SidecarError when it cannot be read."""
-    present = [folder / n for n in SIDECAR_NAMES if (folder / n).is_file()]
-    if not present:
-        return Sidecar()
-    if len(present) > 1:
-        raise SidecarError("both sidecar.json and sidecar.csv are present; keep one")
-    path = present[0]
+    if isinstance(folder, Path):
+        folder = open_location(folder)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        present = [folder / n for n in SIDECAR_NAMES if (folder / n).is_file()]
+        if not present:
+            return Sidecar()
+        if len(present) > 1:
+            raise SidecarError("both sidecar.json and sidecar.csv are present; keep one")
+        location = present[0]
+        text = location.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise SidecarError(f"{path.name} is not UTF-8") from None
-    return parse_sidecar(path.name, text)
+        raise SidecarError(f"{location.name} is not UTF-8") from None
+    except OSError as exc:  # object storage unreachable or refusing: nothing about the files is known
+        raise SidecarError(f"the sidecar of {folder.uri} could not be read ({exc})") from None
+    return parse_sidecar(location.name, text)

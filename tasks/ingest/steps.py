@@ -12,7 +12,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +20,7 @@ from prefect.cache_policies import NONE
 
 from schemas.generation import Quarantined, TombstoneList, ValidationFailed, ValidationReport
 from schemas.lineage import Chunk, ParsedDocument, Revision
-from schemas.settings import MabillonSettings
+from schemas.settings import MabillonSettings, StorageSettings
 from tasks.ingest.acquire import AccessDefaults, acquire_one, iter_inputs
 from tasks.ingest.chunk import ChunkingPlan, chunk_document
 from tasks.ingest.embed import Embedder
@@ -59,11 +58,13 @@ def hold_point(settings: MabillonSettings, layout: StoreLayout, name: str) -> No
 
 # ---- acquire + inspect ---------------------------------------------------------------------
 
-def acquire(paths: list[Path], defaults: AccessDefaults, layout: StoreLayout) -> tuple[list[Revision], list[Quarantined]]:
+def acquire(sources: list[str], defaults: AccessDefaults, layout: StoreLayout,
+            storage: StorageSettings | None = None) -> tuple[list[Revision], list[Quarantined]]:
+    """Paths, file:// and s3:// URIs in (`storage`: endpoint and credentials of s3:// inputs)."""
     quarantined: list[Quarantined] = []
     revisions: list[Revision] = []
     seen: dict[str, str] = {}
-    pending = list(iter_inputs(paths, defaults, quarantined))
+    pending = list(iter_inputs(sources, defaults, quarantined, storage))
     with StageProgress("acquire", len(pending), "src") as progress:
         for item in pending:
             sid = item.source.source_id

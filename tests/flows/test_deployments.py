@@ -23,14 +23,15 @@ NEW_RECORD = {"doc_id": "temps-1887-03-05", "corpus": "le_temps", "date": "1887-
                       "préparent des amendements sur les droits d'entrée."}
 
 
-def test_uri_list_keeps_local_paths_and_records_what_it_skips(tmp_path: Path):
+def test_uri_list_keeps_local_paths_and_s3_uris_and_records_what_it_skips(tmp_path: Path):
     (tmp_path / "a.jsonl").write_text("{}\n")
     listing = tmp_path / "uris.txt"
     listing.write_text("# exports of the week\n\na.jsonl\nfile:///data/b%20c.pdf\n"
-                       "s3://bucket/d.pdf\n", "utf-8")
+                       "s3://bucket/d.pdf\nhttp://example.org/e.pdf\n", "utf-8")
     entries = read_uri_list(listing)
-    assert entries.paths == [str(tmp_path / "a.jsonl"), "/data/b c.pdf"]
-    assert entries.skipped == ["s3://bucket/d.pdf: scheme s3:// is not read by acquire yet"]
+    assert entries.paths == [str(tmp_path / "a.jsonl"), "/data/b c.pdf", "s3://bucket/d.pdf"]
+    assert entries.skipped == ["http://example.org/e.pdf: scheme http:// is not read by acquire "
+                               "(local paths, file:// and s3:// URIs are)"]
 
 
 def test_scheduled_ingest_takes_the_folder_and_the_list(tmp_path: Path):
