@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.common import save_report  # noqa: E402
 DEFAULT_CORPUS = ROOT.parent / "shared" / "histqa1887" / "corpus.jsonl"
 
 
@@ -119,10 +120,7 @@ def main() -> None:
         "first_peak_rss_mb": first["peak_rss_mb"],
         "rerun_peak_rss_mb": statistics.median(r["peak_rss_mb"] for r, _ in reruns),
     }
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "ingest.json").write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    save_report("ingest", report)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -20,11 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="bench-prefect-"))
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-CORPUS = ROOT.parent / "shared" / "histqa1887" / "corpus.jsonl"
+from bench.common import CORPUS, offline_env, save_report  # noqa: E402
+
+offline_env()
 
 
 def on_disk(home: Path, needle: str) -> bool:
@@ -98,10 +95,7 @@ def main() -> None:
                    "runs": deletions},
     }
     report["delete"]["purged_over_masked"] = report["delete"]["purged_s_median"] / report["delete"]["masked_s_median"]
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "ops.json").write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    save_report("ops", report)
 
 
 if __name__ == "__main__":

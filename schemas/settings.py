@@ -116,7 +116,7 @@ class ServeSettings(BaseModel):
 
     # a local folder or an s3://bucket/prefix, walked like `mabillon ingest FOLDER` on each scheduled run
     drop_folder: str | None = None
-    uri_list: Path | None = None  # a text file, one local path or file:// URI a line
+    uri_list: Path | None = None  # a text file, one local path, file:// or s3:// URI a line
     ingest_cron: str | None = None  # e.g. "*/15 * * * *"; None: scheduled ingest runs on demand only
     host: str = "127.0.0.1"
     port: int = 4200

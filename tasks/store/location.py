@@ -11,7 +11,7 @@ import functools
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -145,7 +145,7 @@ def open_location(root: str | Path, storage: StorageSettings | None = None) -> L
     if text.startswith("s3://"):
         return _s3_location(text, storage or StorageSettings())
     if text.startswith("file://"):
-        text = urlparse(text).path
+        text = unquote(urlparse(text).path)
     return Location(_local_fs(), str(Path(text).resolve()), "file")
 
 

@@ -80,6 +80,28 @@ def test_compose_wires_server_postgres_minio_and_the_serving_worker():
         assert volume.startswith((".", "/")) or volume in compose["volumes"]
 
 
+def test_compose_worker_keeps_lancedb_and_the_source_store_in_minio(tmp_path: Path, monkeypatch):
+    from schemas.settings import MabillonSettings
+    from tasks.store.layout import StoreLayout
+
+    compose = yaml.safe_load((PROJECT_ROOT / "deploy" / "docker-compose.yml").read_text())
+    worker = compose["services"]["mabillon"]
+    env = {k: str(v) for k, v in worker["environment"].items()}
+    made = " ".join(compose["services"]["minio-buckets"]["command"])
+    warehouse, drop = env["MABILLON_WAREHOUSE_DIR"], worker["command"][worker["command"].index("--drop-folder") + 1]
+    for uri in (warehouse, drop):  # both buckets exist before the worker starts
+        assert uri.startswith("s3://") and f"local/{uri.split('/')[2]}" in made
+    assert worker["depends_on"]["minio-buckets"]["condition"] == "service_completed_successfully"
+    # the settings the worker builds from that environment: warehouse on MinIO, manifests on the volume
+    for key, value in {**env, "MABILLON_HOME": str(tmp_path)}.items():
+        monkeypatch.setenv(key, value)
+    layout = StoreLayout.from_settings(MabillonSettings())
+    assert layout.lance.uri == f"{warehouse}/lance" and layout.blobs.uri.startswith(warehouse)
+    assert layout.lance.options["aws_endpoint"] == "http://minio:9000"
+    assert layout.lance.options["allow_http"] == "true"
+    assert layout.manifests == tmp_path / "manifests"
+
+
 @pytest.mark.slow
 def test_every_deployment_is_registered_with_its_form_and_limits(prefect_server, serving,
                                                                  drop_folder):

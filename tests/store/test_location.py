@@ -98,3 +98,8 @@ def test_warehouse_may_be_s3_but_manifests_must_be_a_folder(tmp_path):
 def test_an_s3_uri_without_a_bucket_is_refused():
     with pytest.raises(ValueError, match="no bucket"):
         open_location("s3:///warehouse")
+
+
+def test_file_uris_are_decoded_to_local_paths(tmp_path):
+    folder = tmp_path / "fonds Dupont"
+    assert open_location(folder.as_uri()).local_path == folder

@@ -1,0 +1,130 @@
+"""Warehouse on S3 vs on the local disk (issue 6), measured in the same run on the shared corpus.
+
+    .venv/bin/python bench/bench_storage.py [--questions 60] [--deletions 3]
+
+The S3 side is moto's server on loopback (the test extra): no network latency, but every
+object goes through the S3 protocol over HTTP, so the figures show what the object-store code
+path costs — they are a floor for MinIO or AWS, where each request adds a round trip.
+Both sides run the same steps in the same process with the embedding model already loaded:
+first ingest, unchanged re-ingest, cold retriever open, warm-start queries, and deletions.
+Results: JSON on stdout and bench/results/storage.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.common import CORPUS, DEV, offline_env, save_report  # noqa: E402
+
+offline_env()
+KEY, SECRET = "bench", "bench-secret"
+
+
+def start_s3() -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1",
+                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    endpoint = f"http://127.0.0.1:{port}"
+    import httpx
+
+    for _ in range(300):
+        try:
+            httpx.get(f"{endpoint}/moto-api/", timeout=2)
+            return server, endpoint
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise RuntimeError("moto_server did not start")
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def run_side(settings, questions: list[str], victims: list[str]) -> dict:
+    from flows.operate import DeleteParams, delete
+    from flows.release import release
+    from schemas.retrieval import Principal
+    from tasks.query.retriever import Retriever, drop_caches
+
+    public = Principal(principal_id="default", tenant="default", groups=["public"])
+    first, first_s = timed(lambda: release(paths=[str(CORPUS)], settings=settings))
+    assert first.published, "first ingest published nothing"
+    again, again_s = timed(lambda: release(paths=[str(CORPUS)], settings=settings))
+    assert not again.published
+    drop_caches()
+    retriever, open_s = timed(lambda: Retriever.open(settings, public))
+    retriever.prime(questions)
+    _, bm25_s = timed(lambda: retriever.warm_start(questions[0], k=10))  # BM25 index built, then saved
+    drop_caches()
+    retriever, reopen_s = timed(lambda: Retriever.open(settings, public))
+    retriever.prime(questions)
+    _, bm25_load_s = timed(lambda: retriever.warm_start(questions[0], k=10))  # index read back
+    latencies = [timed(lambda q=q: retriever.warm_start(q, k=10))[1] for q in questions]
+    deletions = []
+    for doc_id in victims:
+        result = delete(DeleteParams(doc_ids=[doc_id], reason="bench"), settings=settings)
+        deletions.append({"masked_s": result.masked_after_s, "published_s": result.published_after_s,
+                          "purged_s": result.purged_after_s})
+    return {
+        "first_ingest_s": first_s, "unchanged_reingest_s": again_s,
+        "open_cold_s": open_s, "first_query_with_bm25_build_s": bm25_s,
+        "reopen_s": reopen_s, "first_query_with_bm25_load_s": bm25_load_s,
+        "warm_start_ms_median": 1000 * statistics.median(latencies),
+        "delete_masked_s_median": statistics.median(d["masked_s"] for d in deletions),
+        "delete_published_s_median": statistics.median(d["published_s"] for d in deletions),
+        "delete_purged_s_median": statistics.median(d["purged_s"] for d in deletions),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--questions", type=int, default=60)
+    ap.add_argument("--deletions", type=int, default=3)
+    a = ap.parse_args()
+
+    import boto3
+
+    from schemas.settings import EmbeddingSettings, MabillonSettings, StorageSettings
+    from tasks.ingest.embed import load_embedder
+
+    load_embedder(EmbeddingSettings())  # both sides start with the model loaded
+    questions = [json.loads(line)["question"] for line in DEV.open(encoding="utf-8")][:a.questions]
+    records = [json.loads(line) for line in CORPUS.open(encoding="utf-8")]
+    victims = [r["doc_id"] for r in records[10:10 + a.deletions]]
+    server, endpoint = start_s3()
+    root = Path(tempfile.mkdtemp(prefix="bench-storage-"))
+    try:
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=KEY,
+                     aws_secret_access_key=SECRET).create_bucket(Bucket="mabillon-bench")
+        storage = StorageSettings(endpoint_url=endpoint, access_key_id=KEY, secret_access_key=SECRET)
+        local = run_side(MabillonSettings(home=root / "local"), questions, victims)
+        s3 = run_side(MabillonSettings(home=root / "s3", warehouse_dir="s3://mabillon-bench/warehouse",
+                                       storage=storage), questions, victims)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        shutil.rmtree(root, ignore_errors=True)
+    report = {"documents": len(records), "questions": len(questions), "deletions": len(victims),
+              "local": local, "s3": s3,
+              "s3_over_local": {k: s3[k] / local[k] for k in local if local[k]}}
+    save_report("storage", report)
+
+
+if __name__ == "__main__":
+    main()

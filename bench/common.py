@@ -1,0 +1,31 @@
+"""What every benchmark shares: the shared corpus paths, a quiet offline environment, and where
+the figures go (bench/results/<name>.json, and the same on stdout)."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "histqa1887" / "corpus.jsonl"
+DEV = ROOT.parent / "shared" / "histqa1887" / "dev.jsonl"
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def offline_env() -> None:
+    """Before Prefect or the models are imported: own Prefect home, no hub, no telemetry."""
+    for key, value in {"PREFECT_HOME": tempfile.mkdtemp(prefix="bench-prefect-"),
+                       "PREFECT_LOGGING_LEVEL": "WARNING", "HF_HUB_OFFLINE": "1",
+                       "GX_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                       "DO_NOT_TRACK": "1"}.items():
+        os.environ.setdefault(key, value)
+
+
+def save_report(name: str, report: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    text = json.dumps(report, indent=2)
+    path.write_text(text + "\n")
+    print(text)
+    return path
