@@ -23,6 +23,7 @@ from tasks.store.layout import StoreLayout
 from tasks.store.lineage_query import document_lineage
 from tasks.store.lineage_store import read_lineage_table
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
+from tests.s3 import SECRET as S3_SECRET_KEY
 
 PUBLIC = Principal(principal_id="default", tenant="default", groups=["public"])
 MABILLON = Path(sys.executable).with_name("mabillon")
@@ -40,6 +41,16 @@ def s3_settings(home: Path, bucket, **overrides):
 def objects_containing(bucket, needle: str) -> list[str]:
     client, data = bucket.client(), needle.encode("utf-8")
     return [k for k in bucket.keys() if data in client.get_object(Bucket=bucket.name, Key=k)["Body"].read()]
+
+
+def recorded_flow_parameters() -> str:
+    """Every flow run's parameters as the Prefect API holds (and the UI shows) them."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(limit=200)
+    assert runs
+    return json.dumps([r.parameters for r in runs], default=str)
 
 
 def vector_cache_stamps(bucket) -> dict[str, tuple]:
@@ -81,6 +92,9 @@ def test_a_generation_is_published_to_and_served_from_s3(tmp_path: Path, home: P
     assert blob_uri.startswith(f"s3://{s3_bucket.name}/warehouse/blobs/sha256/")
     stored = s3_bucket.client().get_object(Bucket=s3_bucket.name, Key=blob_uri.split("/", 3)[3])["Body"].read()
     assert json.loads(stored)["doc_id"] == "jo-1887-03-02"
+
+    recorded = recorded_flow_parameters()
+    assert S3_SECRET_KEY not in recorded and "\"secret_access_key\": \"**********\"" in recorded  # masked
 
     cached = vector_cache_stamps(s3_bucket)
     again = release(paths=[str(tmp_path / "a.jsonl")], settings=settings)
