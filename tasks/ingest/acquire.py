@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 from schemas.generation import Quarantined
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision, SourceInput
 from schemas.settings import StorageSettings
-from tasks.ingest.sidecar import SidecarEntry, SidecarError, read_sidecar
+from tasks.ingest.sidecar import SidecarEntry, read_sidecars
 from tasks.store.blobs import put_blob
 from tasks.store.layout import StoreLayout
 from tasks.store.location import Location, open_location
@@ -188,30 +188,25 @@ def is_walked(rel: str) -> bool:
 
 def iter_folder(folder: Location, defaults: AccessDefaults,
                 quarantined: list[Quarantined]) -> Iterator[PendingInput]:
-    """The folder's files (or the prefix's objects) in a stable order, described by its sidecar."""
+    """The folder's files (or the prefix's objects) in a stable order, each described by the
+    nearest sidecar that names it (see `tasks.ingest.sidecar`: every subfolder may hold one)."""
     try:
-        listed = folder.files()
+        listed = {relative_key(f, folder): f for f in folder.files()}
     except OSError as exc:
         quarantined.append(Quarantined(uri=source_uri(folder), reason=f"unreadable: {exc}"))
         return
-    by_rel = {rel: f for rel, f in sorted(((relative_key(f, folder), f) for f in listed),
-                                          key=lambda item: PurePosixPath(item[0])) if is_walked(rel)}
-    try:
-        sidecar = read_sidecar(folder)
-    except SidecarError as exc:
-        quarantined.extend(Quarantined(uri=source_uri(f), reason=f"sidecar unreadable: {exc}")
-                           for f in by_rel.values())
-        return
-    for rel in sorted(set(sidecar.entries) | set(sidecar.refused)):
+    by_rel = {rel: listed[rel] for rel in sorted(listed, key=PurePosixPath) if is_walked(rel)}
+    sidecars = read_sidecars(folder, list(listed))
+    for rel, reason in sidecars.named().items():
         if rel not in by_rel:
-            reason = sidecar.refused.get(rel) or f"{sidecar.name} names {rel}, which is not in the folder"
             quarantined.append(Quarantined(uri=source_uri(folder / rel), reason=reason))
     seen: dict[str, str] = {}
     for rel, file in by_rel.items():
-        if rel in sidecar.refused:
-            quarantined.append(Quarantined(uri=source_uri(file), reason=sidecar.refused[rel]))
+        entry, refusal = sidecars.describe(rel)
+        if refusal is not None:
+            quarantined.append(Quarantined(uri=source_uri(file), reason=refusal))
             continue
-        pending = file_input(file, folder, defaults, sidecar.entries.get(rel))
+        pending = file_input(file, folder, defaults, entry)
         doc_id = pending.source.doc_id
         if doc_id in seen:
             quarantined.append(Quarantined(uri=pending.source.uri,

@@ -6,6 +6,13 @@ metadata. A row that is wrong refuses its file — the file's access metadata ca
 so it must not be published with the defaults — and a sidecar that cannot be read refuses every
 file of the folder, for the same reason. The folder may be local or an s3:// prefix (a `Location`);
 a sidecar that cannot be fetched counts as unreadable.
+
+Nested fonds: any folder below the walked one may hold its own sidecar, describing the files in
+that folder and below it, with `file` paths relative to that folder. For each file the nearest
+sidecar that names it decides, whole: its row (or its refusal) applies, rows of farther sidecars
+for the same file are not consulted, and nothing is merged field by field (a sidecar has no
+folder-wide defaults). A file no sidecar names gets the command-line defaults. A sidecar that
+cannot be read refuses every file of its own subtree only, even those a deeper sidecar names.
 """
 from __future__ import annotations
 
@@ -132,20 +139,90 @@ def parse_sidecar(name: str, text: str) -> Sidecar:
     return sidecar
 
 
+def _load(folder: Location, sub: str, names: list[str]) -> Sidecar:
+    """Parse the sidecar among `names` in `folder`, which is `sub` inside the walked folder."""
+    if not names:
+        return Sidecar()
+    prefix = f"{sub}/" if sub else ""
+    if len(names) > 1:
+        raise SidecarError(f"both {prefix}sidecar.json and {prefix}sidecar.csv are present; keep one")
+    label = prefix + names[0]  # how reasons name it
+    location = folder / names[0]
+    try:
+        text = location.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SidecarError(f"{label} is not UTF-8") from None
+    except OSError as exc:  # object storage unreachable or refusing: nothing about the files is known
+        raise SidecarError(f"{location.uri} could not be read ({exc})") from None
+    return parse_sidecar(label, text)
+
+
 def read_sidecar(folder: Location | Path) -> Sidecar:
-    """The folder's sidecar, or an empty one; raises SidecarError when it cannot be read."""
+    """The folder's own sidecar, or an empty one; raises SidecarError when it cannot be read."""
     if isinstance(folder, Path):
         folder = open_location(folder)
     try:
-        present = [folder / n for n in SIDECAR_NAMES if (folder / n).is_file()]
-        if not present:
-            return Sidecar()
-        if len(present) > 1:
-            raise SidecarError("both sidecar.json and sidecar.csv are present; keep one")
-        location = present[0]
-        text = location.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise SidecarError(f"{location.name} is not UTF-8") from None
-    except OSError as exc:  # object storage unreachable or refusing: nothing about the files is known
+        present = [n for n in SIDECAR_NAMES if (folder / n).is_file()]
+    except OSError as exc:
         raise SidecarError(f"the sidecar of {folder.uri} could not be read ({exc})") from None
-    return parse_sidecar(location.name, text)
+    return _load(folder, "", present)
+
+
+@dataclass
+class SidecarTree:
+    """Every sidecar of a walked folder and its subfolders, keyed by subfolder ("" is the folder)."""
+
+    sidecars: dict[str, Sidecar] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)  # subfolder → why its sidecar cannot be read
+
+    def describe(self, rel: str) -> tuple[SidecarEntry | None, str | None]:
+        """(entry, None) from the nearest sidecar naming `rel`, (None, reason) when it is refused
+        (by that sidecar or by an unreadable one above it), (None, None) when no sidecar names it."""
+        folders = _ancestors(rel)
+        for sub in folders:
+            if sub in self.broken:
+                return None, self.broken[sub]
+        for sub in reversed(folders):
+            sidecar = self.sidecars.get(sub)
+            if sidecar is None:
+                continue
+            inner = rel[len(sub) + 1:] if sub else rel
+            if inner in sidecar.refused:
+                return None, sidecar.refused[inner]
+            if inner in sidecar.entries:
+                return sidecar.entries[inner], None
+        return None, None
+
+    def named(self) -> dict[str, str]:
+        """Every path some row names (inside the walked folder) → what to report if it is absent."""
+        return {f"{sub}/{inner}" if sub else inner:
+                sidecar.refused.get(inner) or f"{sidecar.name} names {inner}, which is not in the folder"
+                for sub, sidecar in self.sidecars.items()
+                for inner in sorted(set(sidecar.entries) | set(sidecar.refused))}
+
+
+def _ancestors(rel: str) -> list[str]:
+    """The folders enclosing `rel`, outermost first: "" then "a", "a/b"..."""
+    parts = PurePosixPath(rel).parts[:-1]
+    return ["/".join(parts[:depth]) for depth in range(len(parts) + 1)]
+
+
+def is_sidecar_path(rel: str) -> bool:
+    parts = PurePosixPath(rel).parts
+    return parts[-1] in SIDECAR_NAMES and not any(part.startswith(".") for part in parts)
+
+
+def read_sidecars(folder: Location, listed: list[str]) -> SidecarTree:
+    """The sidecars among `listed` (paths inside `folder`, as its walk found them), each parsed;
+    one that cannot be read is kept as a reason for its subfolder, not raised."""
+    names: dict[str, list[str]] = {}
+    for rel in sorted(r for r in listed if is_sidecar_path(r)):
+        sub, _, name = rel.rpartition("/")
+        names.setdefault(sub, []).append(name)
+    tree = SidecarTree()
+    for sub, present in sorted(names.items()):
+        try:
+            tree.sidecars[sub] = _load(folder / sub if sub else folder, sub, present)
+        except SidecarError as exc:
+            tree.broken[sub] = f"sidecar unreadable: {exc}"
+    return tree

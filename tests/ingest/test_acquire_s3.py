@@ -54,6 +54,34 @@ def test_a_sidecar_row_naming_a_missing_object_is_reported_with_its_s3_uri(s3_bu
     assert "not a calendar date" in reasons[f"s3://{s3_bucket.name}/inbox/lettre.txt"]
 
 
+def test_a_prefix_with_nested_sidecars_applies_each_to_its_own_subtree(s3_bucket: S3Bucket):
+    put(s3_bucket, {
+        "fonds/sidecar.json": json.dumps([{"file": "serie-a/acte.txt", "corpus": "loin", "tenant": "loin"},
+                                          {"file": "preface.txt", "corpus": "fonds-general"}]),
+        "fonds/preface.txt": "Préface.", "fonds/divers.txt": "Divers.",
+        "fonds/serie-a/sidecar.json": json.dumps([{"file": "acte.txt", "doc_id": "A/1", "corpus": "etat-civil",
+                                                   "date": "1854-08-09", "tenant": "mairie",
+                                                   "groups": ["agents"]}]),
+        "fonds/serie-a/acte.txt": "Acte.",
+        "fonds/serie-b/sous-serie/sidecar.csv": "file,corpus,groups\nplan.txt,cadastre,geometres;public\n",
+        "fonds/serie-b/sous-serie/plan.txt": "Plan.",
+        "fonds/serie-c/sidecar.json": "[{oops", "fonds/serie-c/x.txt": "X.", "fonds/serie-c/d/y.txt": "Y."})
+    inputs, quarantined = walk([s3_bucket.uri("fonds")], s3_bucket.storage)
+    by_id = {i.source.doc_id: i.source for i in inputs}
+    assert sorted(by_id) == ["A/1", "divers", "preface", "serie-b/sous-serie/plan"]
+    acte = by_id["A/1"]  # the nearest sidecar's row, whole
+    assert (acte.corpus, acte.date, acte.tenant, acte.groups) == ("etat-civil", "1854-08-09", "mairie", ["agents"])
+    assert acte.uri == f"s3://{s3_bucket.name}/fonds/serie-a/acte.txt"
+    plan = by_id["serie-b/sous-serie/plan"]
+    assert (plan.corpus, plan.tenant, plan.groups) == ("cadastre", "archives", ["geometres", "public"])
+    assert by_id["preface"].corpus == "fonds-general"
+    assert (by_id["divers"].corpus, by_id["divers"].tenant) == ("fonds", "archives")
+    base = f"s3://{s3_bucket.name}/fonds/serie-c"
+    assert sorted(q.uri for q in quarantined) == [f"{base}/d/y.txt", f"{base}/x.txt"]
+    assert all(q.reason.startswith("sidecar unreadable: serie-c/sidecar.json is not valid JSON")
+               for q in quarantined)
+
+
 def test_one_object_is_named_by_its_stem_and_read_only_when_stored(s3_bucket: S3Bucket, tmp_path: Path):
     put(s3_bucket, {"scans/registre-1887.txt": "Registre des délibérations."})
     inputs, quarantined = walk([s3_bucket.uri("scans/registre-1887.txt")], s3_bucket.storage)

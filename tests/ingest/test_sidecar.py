@@ -92,3 +92,80 @@ def test_two_sidecars_in_one_folder_are_ambiguous(tmp_path):
     folder(tmp_path, {"sidecar.json": "[]", "sidecar.csv": "file\n"})
     with pytest.raises(SidecarError, match="keep one"):
         read_sidecar(tmp_path)
+
+
+def walk_by_path(path: Path):
+    """Inputs by doc_id, and refusals by path inside the walked folder."""
+    quarantined: list = []
+    inputs = {p.source.doc_id: p.source for p in iter_inputs([path], DEFAULTS, quarantined)}
+    return inputs, {q.uri.removeprefix(path.resolve().as_uri() + "/"): q.reason for q in quarantined}
+
+
+def test_each_subfolder_sidecar_describes_its_own_files_with_paths_relative_to_it(tmp_path):
+    fonds = {"sidecar.json": json.dumps([{"file": "preface.txt", "corpus": "fonds-general", "tenant": "dept"}]),
+             "preface.txt": "Préface.", "divers.txt": "Divers.",
+             "serie-a/sidecar.json": json.dumps([
+                 {"file": "acte.txt", "doc_id": "A/1", "corpus": "etat-civil", "date": "1854-08-09",
+                  "tenant": "mairie", "groups": ["agents"]},
+                 {"file": "2/acte.txt", "doc_id": "A/2", "corpus": "etat-civil"}]),
+             "serie-a/acte.txt": "Acte.", "serie-a/2/acte.txt": "Acte deux.", "serie-a/sans-ligne.txt": "Rien.",
+             "serie-b/sous-serie/sidecar.csv":
+                 "file,doc_id,corpus,date,tenant,groups\nplan.txt,B/plan,cadastre,1901-02-03,cadastre,geometres;public\n",
+             "serie-b/sous-serie/plan.txt": "Plan."}
+    inputs, refused = walk_by_path(folder(tmp_path, fonds))
+    assert refused == {}
+    assert sorted(inputs) == ["A/1", "A/2", "B/plan", "divers", "preface", "serie-a/sans-ligne"]
+    a1, a2, plan = inputs["A/1"], inputs["A/2"], inputs["B/plan"]
+    assert (a1.corpus, a1.date, a1.tenant, a1.groups) == ("etat-civil", "1854-08-09", "mairie", ["agents"])
+    assert (a2.corpus, a2.tenant, a2.groups) == ("etat-civil", "archives", ["public"])  # a row names no tenant
+    assert (plan.corpus, plan.date, plan.tenant, plan.groups) == (
+        "cadastre", "1901-02-03", "cadastre", ["geometres", "public"])
+    assert (inputs["preface"].corpus, inputs["preface"].tenant) == ("fonds-general", "dept")
+    for unnamed in ("divers", "serie-a/sans-ligne"):  # no sidecar names them: command-line defaults
+        src = inputs[unnamed]
+        assert (src.corpus, src.tenant, src.groups, src.date) == ("fonds", "archives", ["public"], None)
+
+
+def test_the_nearest_sidecar_naming_a_file_wins_whole_and_farther_rows_still_apply_below(tmp_path):
+    fonds = {"sidecar.json": json.dumps([
+                 {"file": "serie-a/acte.txt", "corpus": "loin", "tenant": "loin", "title": "Titre lointain"},
+                 {"file": "serie-a/lettre.txt", "corpus": "correspondance", "tenant": "prefecture"},
+                 {"file": "serie-a/refuse.txt", "date": "1854-13-45"}]),
+             "serie-a/sidecar.json": json.dumps([{"file": "acte.txt", "corpus": "pres"},
+                                                 {"file": "refuse.txt", "corpus": "pres"},
+                                                 {"file": "lettre-bis.txt", "groups": []}]),
+             "serie-a/acte.txt": "Acte.", "serie-a/lettre.txt": "Lettre.", "serie-a/refuse.txt": "R.",
+             "serie-a/lettre-bis.txt": "Bis."}
+    inputs, refused = walk_by_path(folder(tmp_path, fonds))
+    acte = inputs["serie-a/acte"]
+    # the nearer row applies as a whole: no tenant or title borrowed from the farther row
+    assert (acte.corpus, acte.tenant, acte.title) == ("pres", "archives", "acte")
+    lettre = inputs["serie-a/lettre"]  # the nearer sidecar does not name it: the farther row applies
+    assert (lettre.corpus, lettre.tenant) == ("correspondance", "prefecture")
+    assert inputs["serie-a/refuse"].corpus == "pres"  # the farther sidecar's refusal is overridden
+    # refusals work at each level, and say which sidecar refused
+    assert refused == {"serie-a/lettre-bis.txt": "serie-a/sidecar.json row 3: groups is empty"}
+
+
+def test_an_unreadable_subfolder_sidecar_refuses_only_its_subtree(tmp_path):
+    fonds = {"sidecar.json": json.dumps([{"file": "serie-a/acte.txt", "corpus": "etat-civil"},
+                                         {"file": "lettre.txt", "corpus": "corr"}]),
+             "lettre.txt": "Lettre.", "serie-b/plan.txt": "Plan.",
+             "serie-a/sidecar.json": "[{oops", "serie-a/acte.txt": "Acte.",
+             "serie-a/sous-serie/sidecar.csv": "file,corpus\nnote.txt,notes\n", "serie-a/sous-serie/note.txt": "N.",
+             "serie-c/sidecar.json": "[]", "serie-c/sidecar.csv": "file\n", "serie-c/x.txt": "X."}
+    inputs, refused = walk_by_path(folder(tmp_path, fonds))
+    assert sorted(inputs) == ["lettre", "serie-b/plan"] and inputs["lettre"].corpus == "corr"
+    assert set(refused) == {"serie-a/acte.txt", "serie-a/sous-serie/note.txt", "serie-c/x.txt"}
+    assert refused["serie-a/acte.txt"].startswith("sidecar unreadable: serie-a/sidecar.json is not valid JSON")
+    assert refused["serie-a/sous-serie/note.txt"] == refused["serie-a/acte.txt"]  # deeper sidecars too
+    assert refused["serie-c/x.txt"] == ("sidecar unreadable: both serie-c/sidecar.json and "
+                                        "serie-c/sidecar.csv are present; keep one")
+
+
+def test_a_subfolder_sidecar_row_naming_a_missing_file_is_reported_at_its_path(tmp_path):
+    fonds = {"serie-a/sidecar.csv": "file,date\nabsent.txt,1854-08-09\nacte.txt,1854-08-09\n",
+             "serie-a/acte.txt": "Acte.", ".cache/sidecar.json": "[{oops", ".cache/x.txt": "X."}
+    inputs, refused = walk_by_path(folder(tmp_path, fonds))
+    assert list(inputs) == ["serie-a/acte"] and inputs["serie-a/acte"].date == "1854-08-09"
+    assert refused == {"serie-a/absent.txt": "serie-a/sidecar.csv names absent.txt, which is not in the folder"}
