@@ -16,7 +16,7 @@ from PIL import Image, ImageOps, ImageSequence
 
 DEFAULT_IMAGE_DPI = 300  # assumed when an image file does not say its resolution
 _EXIF_ORIENTATION = 0x0112
-_ORIENTATION_DEGREES = {3: 180, 6: 270, 8: 90}  # EXIF tag → counter-clockwise turn applied
+_ORIENTATION_DEGREES = {3: 180, 6: 90, 8: 270}  # EXIF tag → clockwise turn applied, as PDF /Rotate
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class PageRender:
     page_no: int  # 1-based
     image: Image.Image  # greyscale
     dpi: int
-    rotation: int  # degrees the page was turned to be upright (PDF /Rotate, EXIF orientation)
+    rotation: int  # clockwise degrees the page was turned to be upright (PDF /Rotate, EXIF)
     width: float  # page box in the units of element boxes: points (PDF) or pixels (images)
     height: float
     scale: float  # multiply a pixel coordinate by this to get page units

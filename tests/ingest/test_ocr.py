@@ -1,16 +1,18 @@
-"""OCR of page images: text within 5% CER of what was rendered, word boxes and confidences kept."""
+"""OCR of page images: text within 5% CER of what was rendered, word boxes and confidences kept;
+pages scanned sideways or upside down are turned and read upright, the turn recorded."""
 from __future__ import annotations
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from flows.make_sample import FONT_FILE, source_text
+from flows.make_sample import FONT_FILE, image_bytes, render_scan, scanned_pdf, source_text
 from schemas.settings import MabillonSettings, OcrSettings
 from tasks.ingest.parse.cer import character_error_rate
 from tasks.ingest.parse.image import parse_image
 from tasks.ingest.parse.normalize import normalize_text
 from tasks.ingest.parse.errors import ParseRefused
 from tasks.ingest.parse.ocr import assemble, ocr_pages
+from tasks.ingest.parse.pdf import parse_pdf
 from tasks.ingest.render import PageRender, image_pages
 from tests.fixtures import make_samples as fx
 
@@ -134,3 +136,124 @@ def test_tesseract_openmp_threads_follow_the_setting(monkeypatch):
     # not the default (1), so the assertion shows the setting was read
     ocr_pages([_line_image("Cote")], OcrSettings(workers=1, tesseract_threads=3))
     assert os.environ["OMP_THREAD_LIMIT"] == "3"
+
+
+# --- pages scanned sideways or upside down -------------------------------------------------
+
+TURNED_DPI = 200  # OSD is reliable from 200 dpi (OcrSettings.osd_min_confidence); faster than 300
+
+
+def _turned_scan(degrees: int, text: str | None = None) -> Image.Image:
+    """The page as a scanner gives it when fed turned `degrees` counter-clockwise."""
+    image = render_scan(text or source_text(fx.STRAIGHT), dpi=TURNED_DPI)
+    turned = image.rotate(degrees, expand=True) if degrees else image
+    turned.info["dpi"] = (TURNED_DPI, TURNED_DPI)
+    return turned
+
+
+@pytest.fixture
+def osd_calls(monkeypatch):
+    """Every call to tesseract's orientation detection, still run for real: (outcome, kwargs)."""
+    import pytesseract
+
+    calls: list[tuple[object, dict]] = []
+    real = pytesseract.image_to_osd
+
+    def counted(*args, **kwargs):
+        try:
+            result = real(*args, **kwargs)
+        except pytesseract.TesseractError as exc:
+            calls.append((exc, kwargs))
+            raise
+        calls.append((result, kwargs))
+        return result
+
+    monkeypatch.setattr(pytesseract, "image_to_osd", counted)
+    return calls
+
+
+@pytest.mark.parametrize("scanned_turn, upright_turn", [(90, 90), (180, 180), (270, 270)])
+def test_an_image_scanned_turned_is_read_upright_and_the_turn_is_recorded(scanned_turn, upright_turn):
+    # scanned a quarter counter-clockwise (PIL's 90) → a quarter clockwise puts it upright
+    data = image_bytes(_turned_scan(scanned_turn), "PNG")
+    page = parse_image(data, fx.revision_for("tourne.png", data), SETTINGS).pages[0]
+    assert character_error_rate(source_text(fx.STRAIGHT), page.raw_text) < 0.05
+    assert page.rotation == upright_turn
+    # boxes are those of the page as read: upright, so width and height are A4 portrait again
+    assert page.width < page.height
+    for element in page.elements:
+        x0, y0, x1, y1 = element.bbox
+        assert 0 <= x0 < x1 <= page.width and 0 <= y0 < y1 <= page.height
+
+
+def test_a_scanned_pdf_page_turned_sideways_is_read_upright():
+    data = scanned_pdf([_turned_scan(90)])
+    settings = SETTINGS.model_copy(update={"ocr": OcrSettings(dpi=TURNED_DPI)})
+    page = parse_pdf(data, fx.revision_for("tourne.pdf", data), settings).pages[0]
+    assert page.parser == "tesseract/fra" and page.rotation == 90
+    assert character_error_rate(source_text(fx.STRAIGHT), page.raw_text) < 0.05
+    assert (page.width, page.height) == pytest.approx((595.0, 842.0), abs=1)  # A4 portrait, points
+
+
+def test_a_straight_page_does_not_run_orientation_detection(osd_calls):
+    data = image_bytes(_turned_scan(0), "PNG")
+    page = parse_image(data, fx.revision_for("droit.png", data), SETTINGS).pages[0]
+    assert osd_calls == [] and page.rotation == 0
+    assert character_error_rate(source_text(fx.STRAIGHT), page.raw_text) < 0.05
+
+
+def test_a_page_with_almost_no_text_keeps_its_first_reading_when_orientation_detection_fails(osd_calls):
+    import pytesseract
+
+    render = _line_image("Cote 12")
+    sideways = render.image.rotate(90, expand=True)
+    render = PageRender(page_no=1, image=sideways, dpi=300, rotation=0,
+                        width=sideways.width, height=sideways.height, scale=1.0)
+    page = ocr_pages([render], OcrSettings(workers=1))[0]
+    assert len(osd_calls) == 1 and isinstance(osd_calls[0][0], pytesseract.TesseractError)
+    assert page.rotation == 0 and page.raw_text and page.empty_reason is None
+    assert (page.width, page.height) == (sideways.width, sideways.height)
+
+
+def test_orientation_detection_runs_under_the_thread_limit_and_the_page_time_budget(monkeypatch):
+    import os
+
+    import pytesseract
+
+    seen: list[tuple[str | None, float]] = []
+
+    def fake_osd(image, **kwargs):
+        seen.append((os.environ.get("OMP_THREAD_LIMIT"), kwargs["timeout"]))
+        return {"rotate": 0, "orientation_conf": 0.0}
+
+    monkeypatch.setattr(pytesseract, "image_to_osd", fake_osd)
+    monkeypatch.delenv("OMP_THREAD_LIMIT", raising=False)
+    upside_down = _line_image("Registre des naissances").image.rotate(180)
+    render = PageRender(page_no=1, image=upside_down, dpi=300, rotation=0, width=1400, height=120,
+                        scale=1.0)
+    page = ocr_pages([render], OcrSettings(workers=1, tesseract_threads=2, page_timeout_s=30))[0]
+    assert len(seen) == 1 and seen[0][0] == "2" and 0 < seen[0][1] <= 30
+    assert page.rotation == 0  # OSD saw no turn: the first reading stands
+
+
+def test_a_wrong_turn_from_orientation_detection_is_rejected_by_the_confidence_check(monkeypatch):
+    import pytesseract
+
+    monkeypatch.setattr(pytesseract, "image_to_osd",
+                        lambda image, **kwargs: {"rotate": 180, "orientation_conf": 30.0})
+    # a threshold above any confidence sends even this straight line through OSD
+    settings = OcrSettings(workers=1, osd_below_confidence=1.01)
+    page = ocr_pages([_line_image("Registre des naissances")], settings)[0]
+    assert page.rotation == 0 and page.raw_text == "Registre des naissances"
+
+
+def test_exif_orientation_is_recorded_clockwise_like_pdf_rotate():
+    import io
+
+    image = _turned_scan(0, "Folio un").resize((200, 100))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # EXIF "rotate 90 CW to display"
+    out = io.BytesIO()
+    image.save(out, format="JPEG", exif=exif)
+    page = next(image_pages(out.getvalue()))
+    assert page.rotation == 90 and (page.width, page.height) == (100, 200)

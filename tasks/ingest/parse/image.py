@@ -1,4 +1,8 @@
-"""Page images (PNG, JPEG, TIFF): every frame is OCRed; boxes are in pixels of the upright image."""
+"""Page images (PNG, JPEG, TIFF): every frame is OCRed; boxes are in pixels of the upright image.
+
+Upright means after the EXIF orientation and, for a frame scanned sideways or upside down, the
+turn OCR found (ocr.read_upright); the page's `rotation` is the sum, clockwise.
+"""
 from __future__ import annotations
 
 from PIL import Image, UnidentifiedImageError
