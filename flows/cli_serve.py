@@ -1,11 +1,14 @@
 """`mabillon serve`: the Prefect UI and the operator deployments, until interrupted."""
 from __future__ import annotations
 
+import _thread
 import argparse
 import logging
 import os
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 from schemas.settings import MabillonSettings
@@ -59,16 +62,44 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
     sys.stdout.write(f"Prefect UI: {api_url.removesuffix('/api')}\nserving: {names}\n")
     sys.stdout.flush()
     # SIGTERM stops like Ctrl-C, so the server started here never outlives this process.
-    signal.signal(signal.SIGTERM, interrupt)
+    stop = StopOnSignal()
+    signal.signal(signal.SIGTERM, stop)
     try:
         serve_deployments(deployments, api_url, args.limit)
     except KeyboardInterrupt:
         pass  # a requested stop is a clean exit
     finally:
+        stop.serving = False
         if server is not None:
             server.stop()
     return 0
 
 
-def interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+class StopOnSignal:
+    """SIGTERM handler: interrupt serving, and keep interrupting until it has ended.
+
+    Prefect's runner can absorb one KeyboardInterrupt (seen when the signal lands while it is
+    still starting its loops); a container stop then waits out its grace period and kills the
+    worker. So after the first signal the interrupt is repeated every `repeat_s` seconds until
+    serving has returned.
+    """
+
+    def __init__(self, repeat_s: float = 5.0):
+        self.repeat_s = repeat_s
+        self.serving = True
+        self._repeating = False
+
+    def __call__(self, signum, frame) -> None:
+        if not self.serving:
+            return  # cleaning up: let the server stop undisturbed
+        if not self._repeating:
+            self._repeating = True
+            threading.Thread(target=self._repeat, name="serve-stop", daemon=True).start()
+        raise KeyboardInterrupt
+
+    def _repeat(self) -> None:
+        while True:
+            time.sleep(self.repeat_s)
+            if not self.serving:
+                return
+            _thread.interrupt_main(signal.SIGTERM)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import subprocess
 from pathlib import Path
 
@@ -184,16 +185,23 @@ def test_serve_without_an_api_url_starts_its_own_server_and_stops_it(tmp_path: P
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
-    serve = subprocess.Popen([str(MABILLON), "serve", "--home", str(served_home), "--port", str(port)],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:  # a file, not an unread pipe that could fill and block it
+        serve = subprocess.Popen([str(MABILLON), "serve", "--home", str(served_home), "--port", str(port)],
+                                 env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         api_url = f"http://127.0.0.1:{port}/api"
         wait_for_deployments(api_url, SERVED, serve, timeout_s=180)
         # the UI is told to call this server's API, not the default localhost:4200
         assert httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=10).json()["api_url"] == api_url
         serve.send_signal(signal.SIGTERM)
-        assert serve.wait(60) == 0
+        stopping = time.monotonic()
+        try:
+            assert serve.wait(120) == 0
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"serve still running 120 s after SIGTERM:\n{log_path.read_text(errors='replace')[-3000:]}")
+        print(f"serve stopped {time.monotonic() - stopping:.1f} s after SIGTERM")
         with pytest.raises(httpx.TransportError):
             httpx.get(f"{api_url}/health", timeout=2)
     finally:
