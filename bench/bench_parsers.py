@@ -14,7 +14,6 @@ cores. Results: JSON on stdout and bench/results/parsers.json, a Markdown table 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -28,6 +27,7 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.common import save_report  # noqa: E402
 
 from flows.make_sample import alto_xml, digital_pdf, render_scan, scanned_pdf, image_bytes, source_text  # noqa: E402
 from schemas.settings import MabillonSettings, OcrSettings  # noqa: E402
@@ -140,10 +140,7 @@ def main() -> int:
         results[f"ocr_scaling_2_vs_1_omp_{omp}"] = results[f"ocr_pages_s_workers_2_omp_{omp}"] / one
 
     results["load_average_after"] = os.getloadavg()[0]
-    out = ROOT / "bench" / "results" / "parsers.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    sys.stdout.write(json.dumps(results, indent=2) + "\n")
+    save_report("parsers", results)
     sys.stderr.write(markdown(results))
     return 0
 

@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,26 +26,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import CORPUS, DEV, offline_env, save_report  # noqa: E402
 
 offline_env()
-KEY, SECRET = "bench", "bench-secret"
-
-
-def start_s3() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    endpoint = f"http://127.0.0.1:{port}"
-    import httpx
-
-    for _ in range(300):
-        try:
-            httpx.get(f"{endpoint}/moto-api/", timeout=2)
-            return server, endpoint
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise RuntimeError("moto_server did not start")
+from tests.s3 import S3Bucket, start_s3_server, stop_s3_server  # noqa: E402  (moto, test extra)
 
 
 def warm_up() -> None:
@@ -114,9 +91,7 @@ def main() -> None:
     ap.add_argument("--deletions", type=int, default=3)
     a = ap.parse_args()
 
-    import boto3
-
-    from schemas.settings import EmbeddingSettings, MabillonSettings, StorageSettings
+    from schemas.settings import EmbeddingSettings, MabillonSettings
     from tasks.ingest.embed import load_embedder
 
     load_embedder(EmbeddingSettings())  # both sides start with the model loaded
@@ -124,17 +99,16 @@ def main() -> None:
     questions = [json.loads(line)["question"] for line in DEV.open(encoding="utf-8")][:a.questions]
     records = [json.loads(line) for line in CORPUS.open(encoding="utf-8")]
     victims = [r["doc_id"] for r in records[10:10 + a.deletions]]
-    server, endpoint = start_s3()
+    server, endpoint = start_s3_server()
     root = Path(tempfile.mkdtemp(prefix="bench-storage-"))
     try:
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=KEY,
-                     aws_secret_access_key=SECRET).create_bucket(Bucket="mabillon-bench")
-        storage = StorageSettings(endpoint_url=endpoint, access_key_id=KEY, secret_access_key=SECRET)
+        bucket = S3Bucket(endpoint, "mabillon-bench")
+        bucket.client().create_bucket(Bucket=bucket.name)
         local = run_side(MabillonSettings(home=root / "local"), questions, victims)
-        s3 = run_side(MabillonSettings(home=root / "s3", warehouse_dir="s3://mabillon-bench/warehouse",
-                                       storage=storage), questions, victims)
+        s3 = run_side(MabillonSettings(home=root / "s3", warehouse_dir=bucket.uri("warehouse"),
+                                       storage=bucket.storage), questions, victims)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
+        stop_s3_server(server)
         shutil.rmtree(root, ignore_errors=True)
     report = {"documents": len(records), "questions": len(questions), "deletions": len(victims),
               "local": local, "s3": s3,

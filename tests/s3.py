@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -53,30 +54,39 @@ class S3Bucket:
         return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    from tests.flows.conftest import free_port
-
+def start_s3_server(timeout_s: float = 60) -> tuple[subprocess.Popen, str]:
+    """moto_server on a free loopback port, in its own process group; (process, endpoint URL)."""
     if not MOTO_SERVER.exists():
-        pytest.fail(f"{MOTO_SERVER} missing: install the test extra (pip install -e '.[test]')")
-    port = free_port()
+        raise RuntimeError(f"{MOTO_SERVER} missing: install the test extra (pip install -e '.[test]')")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     process = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
             httpx.get(f"{endpoint}/moto-api/", timeout=2)
-            break
+            return process, endpoint
         except httpx.HTTPError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
-                pytest.fail("moto_server did not start")
+                raise RuntimeError("moto_server did not start") from None
             time.sleep(0.2)
-    yield endpoint
+
+
+def stop_s3_server(process: subprocess.Popen) -> None:
     os.killpg(process.pid, signal.SIGTERM)
     process.wait(20)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    process, endpoint = start_s3_server()
+    yield endpoint
+    stop_s3_server(process)
 
 
 @pytest.fixture

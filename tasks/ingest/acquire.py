@@ -9,7 +9,6 @@ batch when an input is missing or its storage cannot be reached.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -123,18 +122,13 @@ def source_uri(location: Location) -> str:
     return Path(location.path).resolve().as_uri() if location.is_local else location.uri
 
 
-def relative_key(location: Location, root: Location) -> str:
-    """The POSIX path of `location` inside `root` (a file of a folder, an object below a prefix)."""
-    return location.path[len(root.path.rstrip("/")) + 1:]
-
-
 def iter_record_export(export: Location, defaults: AccessDefaults,
                        quarantined: list[Quarantined]) -> Iterator[PendingInput]:
     """The export's records, read line by line (the file is never held whole in memory)."""
     seen: dict[str, int] = {}
     base, number = source_uri(export), 0
     try:
-        with io.BufferedReader(export.fs.open_input_stream(export.path), 1 << 16) as fh:
+        with export.open_binary() as fh:
             for number, raw in enumerate(fh, start=1):
                 if not raw.strip():
                     continue
@@ -161,7 +155,7 @@ def iter_record_export(export: Location, defaults: AccessDefaults,
 
 def doc_id_from_path(file: Location, root: Location | None) -> str:
     """A folder's files are named by their path inside it; a lone file by its stem."""
-    rel = relative_key(file, root) if root else file.name
+    rel = file.relative_to(root) if root else file.name
     return PurePosixPath(rel).with_suffix("").as_posix()
 
 
@@ -191,7 +185,7 @@ def iter_folder(folder: Location, defaults: AccessDefaults,
     """The folder's files (or the prefix's objects) in a stable order, each described by the
     nearest sidecar that names it (see `tasks.ingest.sidecar`: every subfolder may hold one)."""
     try:
-        listed = {relative_key(f, folder): f for f in folder.files()}
+        listed = {f.relative_to(folder): f for f in folder.files()}
     except OSError as exc:
         quarantined.append(Quarantined(uri=source_uri(folder), reason=f"unreadable: {exc}"))
         return

@@ -83,6 +83,17 @@ class Location:
     def read_text(self, encoding: str = "utf-8") -> str:
         return self.read_bytes().decode(encoding)
 
+    def open_binary(self, buffer_size: int = 1 << 16) -> io.BufferedReader:
+        """A buffered byte stream (iterable by line), for inputs too large to read whole."""
+        return io.BufferedReader(self.fs.open_input_stream(self.path), buffer_size)
+
+    def relative_to(self, root: "Location") -> str:
+        """The POSIX path of this place inside `root` (a file of a folder, a key below a prefix)."""
+        prefix = root.path.rstrip("/") + "/"
+        if not self.path.startswith(prefix):
+            raise ValueError(f"{self.uri} is not below {root.uri}")
+        return self.path[len(prefix):]
+
     def read_parquet(self, columns: list[str] | None = None) -> pa.Table:
         return pq.read_table(self.path, filesystem=self.fs, columns=columns)
 

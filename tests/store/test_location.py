@@ -103,3 +103,13 @@ def test_an_s3_uri_without_a_bucket_is_refused():
 def test_file_uris_are_decoded_to_local_paths(tmp_path):
     folder = tmp_path / "fonds Dupont"
     assert open_location(folder.as_uri()).local_path == folder
+
+
+def test_paths_below_a_root_are_named_relative_to_it_and_streams_read_by_line(root: Location):
+    export = root / "inbox" / "serie-a" / "export.jsonl"
+    export.write_bytes(b'{"a": 1}\n{"b": 2}\n')
+    assert export.relative_to(root / "inbox") == "serie-a/export.jsonl"
+    with pytest.raises(ValueError, match="not below"):
+        export.relative_to(root / "elsewhere")
+    with export.open_binary() as fh:
+        assert list(fh) == [b'{"a": 1}\n', b'{"b": 2}\n']
