@@ -41,7 +41,7 @@ def worker_embed(corpus: str, model: str, sample: int, repeats: int) -> dict:
     from schemas.lineage import ParsedDocument, ParsedPage
     from schemas.settings import EmbeddingSettings
     from tasks.ingest.chunk import chunk_document, plan_for
-    from tasks.ingest.embed import load_embedder
+    from tasks.embedding import load_embedder
 
     embedder = load_embedder(EmbeddingSettings(model=model))
     plan = plan_for(embedder.count_tokens, 200, embedder.space.max_input_tokens, "bench")

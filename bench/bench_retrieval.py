@@ -56,7 +56,7 @@ def compare_models(retriever: Retriever, questions, models: list[str], n_questio
 
     from schemas.settings import EmbeddingSettings
     from tasks.eval.metrics import mean, question_metrics
-    from tasks.ingest.embed import load_embedder
+    from tasks.embedding import load_embedder
     from tasks.query.view import max_pool
 
     rng = random.Random(7)

@@ -92,7 +92,7 @@ def main() -> None:
     a = ap.parse_args()
 
     from schemas.settings import EmbeddingSettings, MabillonSettings
-    from tasks.ingest.embed import load_embedder
+    from tasks.embedding import load_embedder
 
     load_embedder(EmbeddingSettings())  # both sides start with the model loaded
     warm_up()  # and with Prefect's ephemeral API and Great Expectations started

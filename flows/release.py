@@ -11,19 +11,26 @@ from schemas.generation import Counts, IngestResult, ReconcileFailed, ReconcileR
 from schemas.settings import MabillonSettings
 from tasks.ingest.acquire import AccessDefaults
 from tasks.ingest.chunk import plan_for
-from tasks.ingest.embed import load_embedder, space_cache_key
+from tasks.embedding import load_embedder, space_cache_key
 from tasks.ingest.publish import switch_to, write_generation
-from tasks.ingest.stage import StagedGeneration, chunks_table, load_serving, merge_generation, \
+from tasks.ingest.merge import StagedGeneration, chunks_table, load_serving, merge_generation, \
     pages_and_elements, revision_from_row
-from tasks.ingest.steps import (acquire_task, refuse_tombstoned, chunk_task, classify, embed_task, hold_point, inspect_task,
-                                parse_task, reconcile_task, validate_task)
+from tasks.ingest.acquire import acquire_task, refuse_tombstoned
+from tasks.ingest.changes import classify
+from tasks.ingest.chunk import chunk_task
+from tasks.ingest.crash_points import crash_point
+from tasks.ingest.embed import embed_task
+from tasks.ingest.inspect import inspect_task
+from tasks.ingest.parse import parse_task
+from tasks.ingest.reconcile import reconcile_task
+from tasks.ingest.validate import validate_task
 from tasks.ingest.validate import ValidationPolicy
 from tasks.store.serialise import serialised_release
 from tasks.store.lance_store import tagged_generations
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import lineage_generations
 from tasks.store.manifests import next_generation_id
-from tasks.store.staging import load_space, save_space
+from tasks.store.cache import load_space, save_space
 from tasks.store.tombstones import read_tombstones
 
 log = logging.getLogger(__name__)
@@ -99,7 +106,7 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
                               space.max_input_tokens, space.space_id[:8])
         chunks = chunk_task(parsed, processed, chunk_plan, embedder)
         vectors, _ = embed_task(chunks, embedder, chunk_plan, layout, settings,
-                                on_batch=lambda: hold_point(settings, layout, "embed"))
+                                on_batch=lambda: crash_point(settings, layout, "embed"))
         generation = next_generation_id(layout, [*tagged_generations(layout), *lineage_generations(layout)])
         pages, elements = pages_and_elements([parsed[r.revision_id] for r in processed])
         staged = merge_generation(base, processed, pages, elements,
@@ -118,7 +125,7 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
         _publish_artifacts(generation, report, run, quarantined)
         if options.promote:
             switch_to(layout, manifest, settings.actor, options.reason,
-                      before_switch=lambda: hold_point(settings, layout, "switch"))
+                      before_switch=lambda: crash_point(settings, layout, "switch"))
         return IngestResult(generation=generation, serving=options.promote, counts=report.counts, run=run,
                             quarantined=quarantined, manifest=str(layout.manifest_path(generation)),
                             published=True)

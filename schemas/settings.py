@@ -164,8 +164,8 @@ class MabillonSettings(BaseSettings):
     default_tenant: str = "default"
     default_groups: list[str] = Field(default_factory=lambda: ["public"])
     actor: str = Field(default="local-operator", description="who is recorded in routing history")
-    test_hold_at: str | None = Field(
-        default=None, description="test hook: stop at this point of a release and wait to be killed "
+    test_crash_point: str | None = Field(
+        default=None, description="test hook: stop at this crash point of a release and wait to be killed "
         "(embed, switch); used by the crash-safety tests")
 
     @field_validator("warehouse_dir", mode="before")

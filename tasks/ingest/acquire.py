@@ -25,6 +25,9 @@ from tasks.ingest.sidecar import SidecarEntry, read_sidecars
 from tasks.store.blobs import put_blob
 from tasks.store.layout import StoreLayout
 from tasks.store.location import Location, open_location
+from schemas.generation import TombstoneList
+from tasks.progress import StageProgress
+from tasks.task_wrapper import as_task
 
 DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 IGNORED_NAMES = {"sidecar.json", "sidecar.csv", ".DS_Store", "Thumbs.db"}
@@ -255,3 +258,44 @@ def acquire_one(layout: StoreLayout, pending: PendingInput) -> Revision:
         acquired_at=datetime.now(timezone.utc),
         metadata_json=json.dumps(src.metadata, ensure_ascii=False, sort_keys=True),
     )
+
+
+def acquire(sources: list[str], defaults: AccessDefaults, layout: StoreLayout,
+            storage: StorageSettings | None = None) -> tuple[list[Revision], list[Quarantined]]:
+    """Paths, file:// and s3:// URIs in (`storage`: endpoint and credentials of s3:// inputs)."""
+    quarantined: list[Quarantined] = []
+    revisions: list[Revision] = []
+    seen: dict[str, str] = {}
+    pending = list(iter_inputs(sources, defaults, quarantined, storage))
+    with StageProgress("acquire", len(pending), "src") as progress:
+        for item in pending:
+            sid = item.source.source_id
+            if sid in seen:
+                quarantined.append(Quarantined(uri=item.source.uri,
+                                               reason=f"duplicate source {sid!r} in this run (first: {seen[sid]})"))
+            else:
+                try:
+                    revisions.append(acquire_one(layout, item))
+                    seen[sid] = item.source.uri
+                except OSError as exc:
+                    quarantined.append(Quarantined(uri=item.source.uri, reason=f"unreadable: {exc}"))
+            progress.advance()
+    return revisions, quarantined
+
+
+def refuse_tombstoned(revisions: list[Revision], tombstones: TombstoneList) -> tuple[list[Revision], list[Quarantined]]:
+    """A deleted document stays deleted: re-ingesting it is refused, not silently served again."""
+    dead = {t.doc_id: t for t in tombstones.tombstones}
+    kept, refused = [], []
+    for rev in revisions:
+        t = dead.get(rev.doc_id)
+        if t is None:
+            kept.append(rev)
+        else:
+            refused.append(Quarantined(uri=rev.uri, digest=rev.digest,
+                                       reason=f"document {rev.doc_id!r} was deleted on {t.at:%Y-%m-%d} "
+                                              f"({t.reason or 'no reason given'}); not re-ingested"))
+    return kept, refused
+
+
+acquire_task = as_task(acquire, "acquire")

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from schemas.lineage import BBox, Chunk, ChunkSpan, ParsedDocument
 from tasks.ingest.parse.normalize import normalize_text
+from schemas.lineage import Revision
+from tasks.embedding import Embedder
+from tasks.progress import StageProgress
+from tasks.task_wrapper import as_task
 
 SEGMENTER_VERSION = "sentences-v1"
 PAGE_JOINER = "\n\n"
@@ -196,3 +200,17 @@ def chunk_document(doc: ParsedDocument, doc_id: str, plan: ChunkingPlan,
             segmenter=plan.segmenter,
         ))
     return chunks
+
+
+def chunk(parsed: dict[str, ParsedDocument], revisions: list[Revision], plan: ChunkingPlan,
+          embedder: Embedder) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    with StageProgress("chunk", len(revisions), "doc") as progress:
+        for rev in revisions:
+            if rev.revision_id in parsed:
+                chunks.extend(chunk_document(parsed[rev.revision_id], rev.doc_id, plan, embedder.count_tokens))
+            progress.advance()
+    return chunks
+
+
+chunk_task = as_task(chunk, "chunk")

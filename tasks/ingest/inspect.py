@@ -19,6 +19,11 @@ from schemas.generation import Quarantined
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision
 from schemas.settings import InspectionLimits
 from tasks.ingest.content_checks import check_docx, check_image, check_pdf, check_xml
+from tasks.progress import StageProgress
+from tasks.store.blobs import read_blob
+from tasks.store.layout import StoreLayout
+from tasks.task_wrapper import as_task
+from schemas.settings import MabillonSettings
 
 log = logging.getLogger(__name__)
 
@@ -124,3 +129,20 @@ def inspect_revision(revision: Revision, data: bytes,
     if reason:
         return refuse(reason)
     return revision.model_copy(update={"media_type": sniffed}), None
+
+
+def inspect(revisions: list[Revision], layout: StoreLayout, settings: MabillonSettings) -> tuple[list[Revision], list[Quarantined]]:
+    accepted, quarantined = [], []
+    with StageProgress("inspect", len(revisions), "src") as progress:
+        for rev in revisions:
+            ok, refused = inspect_revision(rev, read_blob(layout, rev.digest), settings.limits)
+            if ok is not None:
+                accepted.append(ok)
+            else:
+                quarantined.append(refused)
+                log.warning("quarantined %s: %s", refused.uri, refused.reason)
+            progress.advance()
+    return accepted, quarantined
+
+
+inspect_task = as_task(inspect, "inspect")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 
 from schemas.generation import GenerationManifest, Quarantined, ReconcileReport, RunCounts, ValidationReport
-from tasks.ingest.stage import StagedGeneration
+from tasks.ingest.merge import StagedGeneration
 from tasks.store.lance_store import write_generation_table
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout
 from tasks.store.lineage_store import write_lineage_snapshot

@@ -10,7 +10,8 @@ import hashlib
 import pyarrow as pa
 
 from schemas.generation import Counts, ReconcileReport, SourceDiff
-from tasks.ingest.stage import StagedGeneration
+from tasks.ingest.merge import StagedGeneration
+from tasks.task_wrapper import as_task
 
 
 def generation_digest(staged: StagedGeneration) -> str:
@@ -81,3 +82,9 @@ def reconcile(staged: StagedGeneration, previous_sources: pa.Table | None,
     return ReconcileReport(counts=counts, diff=source_diff(staged, previous_sources),
                            digest=generation_digest(staged), problems=problems,
                            revisions_without_pages=without_pages, pages_without_chunks=reasons)
+
+
+
+
+
+reconcile_task = as_task(reconcile, "reconcile")

@@ -17,6 +17,11 @@ import pyarrow.compute as pc
 
 from schemas.generation import ExpectationResult, ValidationReport
 from schemas.settings import ValidationSettings
+from schemas.generation import ValidationFailed
+from tasks.ingest.merge import StagedGeneration
+from tasks.store.atomic import atomic_write_text
+from tasks.store.layout import StoreLayout
+from tasks.task_wrapper import as_task
 
 log = logging.getLogger(__name__)
 
@@ -113,3 +118,17 @@ def run_suite(frames: dict[str, pd.DataFrame], specs: list[ExpectationSpec]) -> 
 def validate_staged(chunks: pa.Table, vectors: np.ndarray, policy: ValidationPolicy) -> ValidationReport:
     frames = {"chunks": chunk_frame(chunks), "vectors": vector_frame(chunks["chunk_id"], vectors)}
     return run_suite(frames, [*default_suite(policy), *policy.extra])
+
+
+def validate(staged: StagedGeneration, policy: ValidationPolicy, layout: StoreLayout, label: str) -> ValidationReport:
+    report = validate_staged(staged.chunks, staged.vectors, policy)
+    path = layout.reports / f"{label}-validation.md"
+    atomic_write_text(path, f"# Validation of {label}\n\n"
+                            f"**{'passed' if report.success else 'FAILED — nothing published'}**\n\n"
+                            + report.to_markdown() + "\n")
+    if not report.success:
+        raise ValidationFailed(report, str(path))
+    return report
+
+
+validate_task = as_task(validate, "validate")

@@ -5,8 +5,8 @@ from schemas.generation import ReconcileFailed, RunCounts
 from schemas.settings import MabillonSettings
 from tasks.ingest.publish import switch_to, write_generation
 from tasks.ingest.reconcile import reconcile
-from tasks.ingest.stage import load_serving, remove_sources
-from tasks.ingest.steps import validate
+from tasks.ingest.merge import load_serving, remove_sources
+from tasks.ingest.validate import validate
 from tasks.ingest.validate import ValidationPolicy
 from tasks.store.lance_store import tagged_generations
 from tasks.store.layout import StoreLayout

@@ -75,7 +75,7 @@ class Retriever:
         Refuses with EmbeddingSpaceMismatch when the configured query encoder is not the
         encoder the generation's vectors were made with.
         """
-        from tasks.ingest.embed import load_embedder
+        from tasks.embedding import load_embedder
         from tasks.store.lance_store import open_generation_table
         from tasks.store.layout import StoreLayout
         from tasks.store.manifests import read_manifest

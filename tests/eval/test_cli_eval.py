@@ -29,7 +29,7 @@ def questions_file(tmp_path):
 
 
 def test_eval_command_prints_the_issue_json_and_writes_the_report(tmp_path, sample_home, capsys):
-    from flows.cli import main
+    from flows.cli.main import main
 
     report = tmp_path / "report"
     rc = main(["eval", str(questions_file(tmp_path)), "--home", str(sample_home),
@@ -48,7 +48,7 @@ def test_eval_command_prints_the_issue_json_and_writes_the_report(tmp_path, samp
 
 
 def test_eval_command_refuses_an_unknown_system(tmp_path, sample_home, capsys):
-    from flows.cli import main
+    from flows.cli.main import main
 
     rc = main(["eval", str(questions_file(tmp_path)), "--home", str(sample_home),
                "--system", "grep", "--json"])
@@ -57,7 +57,7 @@ def test_eval_command_refuses_an_unknown_system(tmp_path, sample_home, capsys):
 
 @pytest.mark.parametrize("k", ["3,x", "0,3", ","])
 def test_eval_command_refuses_cutoffs_that_are_not_positive_integers(tmp_path, k, capsys):
-    from flows.cli import main
+    from flows.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["eval", str(tmp_path / "q.jsonl"), "--home", str(tmp_path), "--k", k])
@@ -65,7 +65,7 @@ def test_eval_command_refuses_cutoffs_that_are_not_positive_integers(tmp_path, k
 
 
 def test_eval_cutoffs_are_sorted_and_distinct():
-    from flows.cli_eval import cutoffs
+    from flows.cli.eval import cutoffs
 
     assert cutoffs("10, 3,3,5") == [3, 5, 10]
 

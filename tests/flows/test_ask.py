@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flows.ask import AskBatchParams, AskParams, ask, ask_batch
-from flows.cli import main
+from flows.cli.main import main
 from tasks.query.record import read_record
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_query import document_lineage

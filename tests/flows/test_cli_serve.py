@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from flows.cli_serve import StopOnSignal
+from flows.cli.serve import StopOnSignal
 
 
 @pytest.fixture

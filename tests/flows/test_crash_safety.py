@@ -30,33 +30,33 @@ def _more_records() -> list[dict]:
     return changed + extra
 
 
-def _cli(home: Path, export: Path, tmp: Path, hold: str | None) -> subprocess.Popen:
-    # small embedding batches: the embed hold point is reached with most chunks still to embed
-    env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(tmp / f"prefect-{hold}"),
+def _cli(home: Path, export: Path, tmp: Path, point: str | None) -> subprocess.Popen:
+    # small embedding batches: the embed crash point is reached with most chunks still to embed
+    env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(tmp / f"prefect-{point}"),
                MABILLON_EMBEDDING__BATCH_SIZE="2")
-    env.pop("MABILLON_TEST_HOLD_AT", None)
-    if hold:
-        env["MABILLON_TEST_HOLD_AT"] = hold
+    env.pop("MABILLON_TEST_CRASH_POINT", None)
+    if point:
+        env["MABILLON_TEST_CRASH_POINT"] = point
     return subprocess.Popen([sys.executable, "-m", "flows.cli", "ingest", str(export), "--json"],
                             cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
 
 
-def _kill_when_held(proc: subprocess.Popen, marker: Path, timeout: float = 600) -> None:
+def _kill_at_crash_point(proc: subprocess.Popen, marker: Path, timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while not marker.exists():
         if proc.poll() is not None:
-            raise AssertionError(f"run ended before the hold point: {proc.stderr.read().decode()[-2000:]}")
+            raise AssertionError(f"run ended before the crash point: {proc.stderr.read().decode()[-2000:]}")
         if time.monotonic() > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
-            raise AssertionError("hold point never reached")
+            raise AssertionError("crash point never reached")
         time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGKILL)  # the whole group: the CLI and its Prefect server
     proc.wait()
 
 
-@pytest.mark.parametrize("hold", ["embed", "switch"])
-def test_sigkill_leaves_serving_untouched_and_next_run_publishes(hold: str, tmp_path: Path, home: Path):
+@pytest.mark.parametrize("point", ["embed", "switch"])
+def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, tmp_path: Path, home: Path):
     settings = settings_for(home)
     layout = StoreLayout.from_settings(settings)
     release(paths=[str(write_records(tmp_path / "first.jsonl", SAMPLE_RECORDS[:2]))], settings=settings)
@@ -64,9 +64,9 @@ def test_sigkill_leaves_serving_untouched_and_next_run_publishes(hold: str, tmp_
     routing_before = layout.routing.read_bytes()
 
     export = write_records(tmp_path / "second.jsonl", _more_records())
-    _kill_when_held(_cli(home, export, tmp_path, hold), layout.manifests / f".held-at-{hold}")
+    _kill_at_crash_point(_cli(home, export, tmp_path, point), layout.manifests / f".at-crash-point-{point}")
     cached = {p: p.stat().st_mtime_ns for p in (layout.staging / "vectors").local_path.rglob("*.parquet")}
-    if hold == "embed":  # killed mid-way: some revisions embedded and cached, most not
+    if point == "embed":  # killed mid-way: some revisions embedded and cached, most not
         first_run = len(SAMPLE_RECORDS[:2])
         assert first_run < len(cached) < first_run + len(_more_records())
 

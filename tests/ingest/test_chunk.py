@@ -4,7 +4,7 @@ from schemas.embedding import EmbeddingInputTooLong
 from schemas.lineage import Element, ParsedDocument, ParsedPage
 from schemas.settings import EmbeddingSettings
 from tasks.ingest.chunk import PAGE_JOINER, chunk_document, plan_for, sentence_spans
-from tasks.ingest.embed import load_embedder
+from tasks.embedding import load_embedder
 from tasks.ingest.parse.normalize import normalize_text
 
 

@@ -5,7 +5,7 @@ import pyarrow as pa
 from schemas.embedding import EmbeddingSpace
 from schemas.lineage import CHUNK_SCHEMA, PAGE_SCHEMA, REVISION_SCHEMA, SOURCE_SCHEMA
 from tasks.ingest.reconcile import generation_digest, reconcile
-from tasks.ingest.stage import StagedGeneration, empty_generation
+from tasks.ingest.merge import StagedGeneration, empty_generation
 
 SPACE = EmbeddingSpace(model_name="m", model_digest="d", dim=4, normalized=True, metric="cosine",
                        query_prefix="", document_prefix="", max_input_tokens=16, engine="test")

@@ -41,7 +41,7 @@ def padded_chunk_table(dim: int) -> pa.Table:
 
 @pytest.fixture(scope="module")
 def minilm_space() -> EmbeddingSpace:
-    from tasks.ingest.embed import load_embedder
+    from tasks.embedding import load_embedder
 
     return load_embedder(EmbeddingSettings(model="minilm")).space
 

@@ -18,6 +18,16 @@ from tasks.ingest.parse.image import parse_image
 from tasks.ingest.parse.pdf import parse_pdf
 from tasks.ingest.parse.plaintext import parse_plaintext
 from tasks.ingest.parse.record import parse_record
+import hashlib
+import json
+import logging
+
+from schemas.generation import Quarantined
+from tasks.progress import StageProgress
+from tasks.store.blobs import read_blob
+from tasks.store.cache import load_parsed, save_parsed
+from tasks.store.layout import StoreLayout
+from tasks.task_wrapper import as_task
 
 Parser = Callable[[bytes, Revision, MabillonSettings], ParsedDocument]
 
@@ -43,3 +53,43 @@ def parse_revision(data: bytes, revision: Revision, settings: MabillonSettings) 
     if parser is None:
         raise ParseRefused(f"no parser for media type {revision.media_type}")
     return parser(data, revision, settings)
+
+
+log = logging.getLogger(__name__)
+
+
+def parse_key(settings: MabillonSettings) -> str:
+    """Parsed output depends on the OCR and limit settings; a change re-parses."""
+    # Worker and thread counts change how fast, not what: they stay out of the key.
+    ocr = settings.ocr.model_dump(exclude={"workers", "tesseract_threads"})
+    blob = json.dumps({"ocr": ocr, "v": 1}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def parse(revisions: list[Revision], layout: StoreLayout, settings: MabillonSettings) -> tuple[dict[str, ParsedDocument], list[Quarantined]]:
+    key = parse_key(settings)
+    parsed: dict[str, ParsedDocument] = {}
+    quarantined: list[Quarantined] = []
+    with StageProgress("parse", len(revisions), "doc") as progress:
+        for rev in revisions:
+            doc = load_parsed(layout, rev.revision_id, key)
+            if doc is None:
+                try:
+                    doc = parse_revision(read_blob(layout, rev.digest), rev, settings)
+                except ParseRefused as exc:
+                    quarantined.append(Quarantined(uri=rev.uri, reason=str(exc), digest=rev.digest))
+                    progress.advance()
+                    continue
+                except Exception as exc:  # a parser bug on one file must not sink the batch
+                    log.exception("parser failed on %s", rev.uri)
+                    quarantined.append(Quarantined(uri=rev.uri, digest=rev.digest,
+                                                   reason=f"parser error: {type(exc).__name__}: {exc}"))
+                    progress.advance()
+                    continue
+                save_parsed(layout, doc, key)
+            parsed[rev.revision_id] = doc
+            progress.advance()
+    return parsed, quarantined
+
+
+parse_task = as_task(parse, "parse")

@@ -1,4 +1,4 @@
-"""Stage: assemble the full tables of the next generation from the serving one and this run.
+"""Merge: assemble the full tables of the next generation from the serving one and this run.
 
 A run adds to the sources of the serving generation: sources it did not touch are carried over
 (chunks and vectors included, not recomputed); sources it changed get their new revision, and

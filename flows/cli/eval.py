@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from flows.cli import emit
+from flows.cli.main import emit
 from schemas.settings import MabillonSettings
 from tasks.eval.systems import SYSTEMS
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from flows.cli import emit
+from flows.cli.main import emit
 from schemas.settings import MabillonSettings
 from tasks.store.layout import StoreLayout
 

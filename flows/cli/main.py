@@ -15,11 +15,11 @@ from pathlib import Path
 from schemas.settings import MabillonSettings
 
 COMMAND_MODULES = [
-    "flows.cli_release",
-    "flows.cli_ops",
-    "flows.cli_ask",
-    "flows.cli_eval",
-    "flows.cli_serve",
+    "flows.cli.release",
+    "flows.cli.ops",
+    "flows.cli.ask",
+    "flows.cli.eval",
+    "flows.cli.serve",
 ]
 
 

@@ -1,0 +1,43 @@
+"""Changes: which accepted revisions are new, changed or unchanged against the serving generation."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from schemas.lineage import Revision
+
+
+@dataclass
+class RunPlan:
+    added: list[Revision] = field(default_factory=list)
+    changed: list[Revision] = field(default_factory=list)
+    unchanged: list[Revision] = field(default_factory=list)
+    # current revisions of the serving generation that must be redone (another embedding space)
+    carried_reprocess: list[Revision] = field(default_factory=list)
+
+    @property
+    def to_process(self) -> list[Revision]:
+        return [*self.added, *self.changed, *self.carried_reprocess]
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.added or self.changed or self.carried_reprocess)
+
+
+def classify(accepted: list[Revision], base_sources: pa.Table, base_revisions: list[Revision],
+             base_space_id: str | None, space_id: str) -> RunPlan:
+    current = dict(zip(base_sources["source_id"].to_pylist(), base_sources["current_revision_id"].to_pylist()))
+    plan = RunPlan()
+    for rev in accepted:
+        if rev.source_id not in current:
+            plan.added.append(rev)
+        elif current[rev.source_id] != rev.revision_id:
+            plan.changed.append(rev)
+        else:
+            plan.unchanged.append(rev)
+    if base_space_id is not None and base_space_id != space_id:
+        touched = {r.source_id for r in plan.to_process}
+        plan.carried_reprocess = [r for r in base_revisions if r.source_id not in touched]
+    return plan
+
