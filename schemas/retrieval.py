@@ -12,6 +12,12 @@ class Principal(BaseModel):
     principal_id: str
     tenant: str
     groups: list[str]
+    # What the principal may *do* beyond reading: "operator" runs promote, rollback, delete, gc.
+    roles: list[str] = Field(default_factory=list)
+
+    @property
+    def is_operator(self) -> bool:
+        return "operator" in self.roles
 
 
 class AccessDenied(PermissionError):

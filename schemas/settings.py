@@ -139,6 +139,18 @@ class ServeSettings(BaseModel):
     port: int = 4200
 
 
+class ReadingRoomSettings(BaseModel):
+    """The reading room (IIIF images, manifests, evidence pages) and how other parts link to it."""
+
+    host: str = "127.0.0.1"
+    port: int = 4300
+    # Where researchers reach it (behind a proxy, say); links in Prefect artifacts use this.
+    # None: no reading room is known, and artifacts link to the lineage instead.
+    url: str | None = None
+    # A header a single-sign-on proxy sets to the principal's name; None (the default): not trusted.
+    trusted_header: str | None = None
+
+
 class MabillonSettings(BaseSettings):
     """State locations and defaults; every field can be set as MABILLON_<FIELD> (nested with __)."""
 
@@ -161,6 +173,7 @@ class MabillonSettings(BaseSettings):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     query: LoopParams = Field(default_factory=LoopParams)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    reading_room: ReadingRoomSettings = Field(default_factory=ReadingRoomSettings)
     default_tenant: str = "default"
     default_groups: list[str] = Field(default_factory=lambda: ["public"])
     actor: str = Field(default="local-operator", description="who is recorded in routing history")
