@@ -39,6 +39,8 @@ def task_runner_for(settings: MabillonSettings) -> TaskRunner:
     if settings.runner == "dask":
         from prefect_dask import DaskTaskRunner
 
+        # the scheduler of a LocalCluster lives in this process: its INFO lines are not for users
+        logging.getLogger("distributed").setLevel(logging.WARNING)
         if settings.dask.address:
             return DaskTaskRunner(address=settings.dask.address)
         return DaskTaskRunner(cluster_class="distributed.LocalCluster",
