@@ -1,0 +1,194 @@
+"""Scale-out benchmark (issue 10): the OCR path and embedding on the `local` and `dask` runners,
+against raw single-threaded tesseract on the same pages, all in one run.
+
+    flock -x /tmp/mabillon-cpu.lock .venv/bin/python bench/bench_scaleout.py \
+        [--pages 60] [--docs 6] [--embed-records 160] [--skip-embed]
+
+Inputs are generated from the bundled sample texts at 300 dpi: `--docs` scanned PDFs of
+`--pages`/`--docs` pages each (so the parse stage splits them by page), and the same pages as
+PNG files for the baseline. The baseline is the `tesseract` command on each PNG, one after
+another, OMP_THREAD_LIMIT=1, nothing of ours around it. "OCR path" is the release's parse stage
+(`run.stage_seconds["parse"]` of a real `release` into a fresh home): the PDF render, OCR,
+word boxes, the parse tasks on the runner, the caches. Embedding is the release's embed stage
+on chunks of the shared corpus's first records, measured after a warm-up batch (so a worker's
+one model load is outside the figure), with 1 and 2 worker processes.
+Results: JSON on stdout and bench/results/scaleout.json, a Markdown table on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.common import CORPUS, offline_env, save_report  # noqa: E402
+
+offline_env()
+from prefect import flow  # noqa: E402
+
+from flows.make_sample import image_bytes, render_scan, scanned_pdf, source_text  # noqa: E402
+from flows.release import release  # noqa: E402
+from flows.runner import RunnerShape, task_runner_for  # noqa: E402
+from schemas.settings import DaskSettings, MabillonSettings, OcrSettings  # noqa: E402
+from tasks.ingest.chunk import chunk_document, chunk_spec  # noqa: E402
+from tasks.ingest.embed import embed  # noqa: E402
+from tasks.ingest.parse.cer import character_error_rate  # noqa: E402
+from tasks.ingest.parse.record import parse_record  # noqa: E402
+from tasks.embedding import load_embedder  # noqa: E402
+from tasks.store.layout import StoreLayout  # noqa: E402
+from tasks.store.lineage_store import read_lineage_table  # noqa: E402
+from tests.fixtures.make_samples import revision_for  # noqa: E402
+
+TEXTS = ["registre-1793", "affiche-1848", "etat-civil-1854", "cahier-doleances-1789",
+         "lettre-prefet-1871", "note-service-1952", "courrier-canton-1902"]
+CONFIGS = [("local", 1), ("local", 2), ("dask", 1), ("dask", 2)]
+
+
+def make_inputs(root: Path, pages: int, docs: int) -> tuple[Path, list[Path], list[str]]:
+    texts = [source_text(TEXTS[i % len(TEXTS)]) for i in range(pages)]
+    scans = [render_scan(t) for t in texts]
+    pngs = []
+    for i, image in enumerate(scans):
+        png = root / "png" / f"page-{i:03d}.png"
+        png.parent.mkdir(parents=True, exist_ok=True)
+        png.write_bytes(image_bytes(image, "PNG"))
+        pngs.append(png)
+    folder = root / "scans"
+    folder.mkdir()
+    per_doc = -(-pages // docs)
+    for d in range(docs):
+        part = scans[d * per_doc:(d + 1) * per_doc]
+        if part:
+            (folder / f"registre-{d:02d}.pdf").write_bytes(scanned_pdf(part))
+    return folder, pngs, texts
+
+
+def raw_tesseract(pngs: list[Path]) -> float:
+    env = dict(os.environ, OMP_THREAD_LIMIT="1")
+    start = time.perf_counter()
+    for png in pngs:
+        subprocess.run(["tesseract", str(png), "stdout", "-l", "fra"], check=True, capture_output=True, env=env)
+    return time.perf_counter() - start
+
+
+def settings_of(home: Path, runner: str, workers: int, **extra) -> MabillonSettings:
+    return MabillonSettings(home=home, runner=runner, ocr=OcrSettings(workers=workers),
+                            dask=DaskSettings(workers=workers), **extra)
+
+
+def ocr_path(folder: Path, root: Path, runner: str, workers: int, texts: list[str], per_doc: int) -> dict:
+    home = root / f"home-{runner}-{workers}"
+    result = release([str(folder)], settings=settings_of(home, runner, workers))
+    pages = read_lineage_table(StoreLayout.from_settings(settings_of(home, runner, workers)),
+                               result.generation, "pages").to_pylist()
+    by_doc = {}
+    for rev, group in itertools.groupby(sorted(pages, key=lambda p: (p["revision_id"], p["page_no"])),
+                                        key=lambda p: p["revision_id"]):
+        by_doc[rev] = [p["raw_text"] for p in group]
+    cers = []  # each document's pages against the texts they were rendered from (docs in any order)
+    for raw in by_doc.values():
+        best = min(range(0, len(texts), per_doc),
+                   key=lambda s: character_error_rate(texts[s], raw[0]))
+        cers += [character_error_rate(t, r) for t, r in zip(texts[best:best + per_doc], raw)]
+    return {"runner": runner, "workers": result.run.workers, "ocr_pages": result.run.ocr_pages,
+            "parse_s": result.run.stage_seconds["parse"], "stage_seconds": result.run.stage_seconds,
+            "mean_cer": statistics.mean(cers)}
+
+
+def corpus_chunks(records: int):
+    embedder = load_embedder(MabillonSettings().embedding)
+    spec = chunk_spec(embedder.count_tokens, 200, embedder.space.max_input_tokens, embedder.space.space_id[:8])
+    chunks = []
+    with CORPUS.open(encoding="utf-8") as fh:
+        for line in itertools.islice(fh, records):
+            data = json.dumps(json.loads(line), ensure_ascii=False, sort_keys=True).encode()
+            rev = revision_for(f"{len(chunks)}.json", data)
+            doc = parse_record(data, rev, MabillonSettings().parsing)
+            chunks += chunk_document(doc, rev.doc_id, spec, embedder.count_tokens)
+    return chunks, embedder.space.space_id, spec.segmenter_id
+
+
+def embed_steps(chunks, root: str, settings: MabillonSettings, space_id: str, segmenter_id: str) -> dict:
+    shape = RunnerShape.of_this_flow_run(settings)
+    warm = StoreLayout.from_settings(settings.model_copy(update={"home": Path(root) / "warm"})).ensure()
+    # one batch per worker first: each worker process loads the model once, outside the figure
+    embed(chunks[:4 * shape.workers], warm, shape.embedding(settings), space_id, segmenter_id)
+    layout = StoreLayout.from_settings(settings.model_copy(update={"home": Path(root) / "run"})).ensure()
+    start = time.perf_counter()
+    vectors = embed(chunks, layout, shape.embedding(settings), space_id, segmenter_id)
+    seconds = time.perf_counter() - start
+    return {"workers": shape.workers, "chunks": len(vectors), "seconds": seconds,
+            "chunks_per_s": len(vectors) / seconds}
+
+
+def embedding(chunks, space_id, segmenter_id, root: Path, runner: str, workers: int) -> dict:
+    settings = settings_of(root / f"embed-{runner}-{workers}", runner, workers)
+    run = flow(name="bench-embed", task_runner=task_runner_for(settings))(embed_steps)
+    from flows.runner import api_for_workers
+
+    with api_for_workers(settings):
+        out = run(chunks, str(root / f"embed-{runner}-{workers}"), settings, space_id, segmenter_id)
+    return {"runner": runner, **out}
+
+
+def table(r: dict) -> str:
+    base = r["raw_tesseract_pages_s"]
+    lines = ["| path | workers | pages/s | vs raw tesseract | mean CER |", "|---|---:|---:|---:|---:|",
+             f"| raw `tesseract`, one page after another, 1 thread | 1 | {base:.2f} | 1.00 | |"]
+    for o in r["ocr"]:
+        lines.append(f"| OCR path, `{o['runner']}` runner | {o['workers']} | {o['pages_s']:.2f} | "
+                     f"{o['vs_raw']:.2f} | {o['mean_cer']:.4f} |")
+    if r.get("embedding"):
+        lines += ["", "| embedding | worker processes | chunks/s | vs 1 worker |", "|---|---:|---:|---:|"]
+        one = next((e["chunks_per_s"] for e in r["embedding"] if e["runner"] == "dask" and e["workers"] == 1), None)
+        for e in r["embedding"]:
+            ratio = f"{e['chunks_per_s'] / one:.2f}" if one else ""
+            lines.append(f"| `{e['runner']}` runner | {e['workers']} | {e['chunks_per_s']:.1f} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=60)
+    parser.add_argument("--docs", type=int, default=6)
+    parser.add_argument("--embed-records", type=int, default=160)
+    parser.add_argument("--skip-embed", action="store_true")
+    args = parser.parse_args()
+    results: dict = {"cpus": os.cpu_count(), "load_average_before": os.getloadavg(),
+                     "pages": args.pages, "docs": args.docs}
+    with tempfile.TemporaryDirectory(prefix="bench-scaleout-") as tmp:
+        root = Path(tmp)
+        folder, pngs, texts = make_inputs(root, args.pages, args.docs)
+        raw_s = raw_tesseract(pngs)
+        results["raw_tesseract_s"] = raw_s
+        results["raw_tesseract_pages_s"] = args.pages / raw_s
+        results["ocr"] = []
+        for runner, workers in CONFIGS:
+            o = ocr_path(folder, root, runner, workers, texts, -(-args.pages // args.docs))
+            o["pages_s"] = args.pages / o["parse_s"]
+            o["vs_raw"] = o["pages_s"] / results["raw_tesseract_pages_s"]
+            results["ocr"].append(o)
+            print(f"{runner} {workers}: {o['pages_s']:.2f} pages/s ({o['vs_raw']:.2f}x raw)", file=sys.stderr)
+        local1 = next(o for o in results["ocr"] if o["runner"] == "local" and o["workers"] == 1)
+        dask1 = next(o for o in results["ocr"] if o["runner"] == "dask" and o["workers"] == 1)
+        results["dask_1_vs_local_1"] = dask1["pages_s"] / local1["pages_s"]
+        if not args.skip_embed and CORPUS.exists():
+            chunks, space_id, segmenter_id = corpus_chunks(args.embed_records)
+            results["embedding"] = [embedding(chunks, space_id, segmenter_id, root, runner, workers)
+                                    for runner, workers in [("local", 1), ("dask", 1), ("dask", 2)]]
+    results["load_average_after"] = os.getloadavg()
+    save_report("scaleout", results)
+    print(table(results), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
