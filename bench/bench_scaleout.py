@@ -99,8 +99,18 @@ def ocr_path(folder: Path, root: Path, runner: str, workers: int, texts: list[st
                    key=lambda s: character_error_rate(texts[s], raw[0]))
         cers += [character_error_rate(t, r) for t, r in zip(texts[best:best + per_doc], raw)]
     return {"runner": runner, "workers": result.run.workers, "ocr_pages": result.run.ocr_pages,
+            "bytes": storage(home),
             "parse_s": result.run.stage_seconds["parse"], "stage_seconds": result.run.stage_seconds,
             "mean_cer": statistics.mean(cers)}
+
+
+def storage(home: Path) -> dict[str, int]:
+    """Bytes on disk per kind of state after the release (for docs/capacity.md)."""
+    out = {}
+    for folder in [*sorted((home / "warehouse").iterdir()), home / "manifests"]:
+        if folder.is_dir():
+            out[folder.name] = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    return out
 
 
 def corpus_chunks(records: int):

@@ -85,3 +85,9 @@ def test_chunking_terminates_when_word_counts_underestimate_the_tokenizer():
     counts = e5.count_tokens([c.text for c in chunks])
     assert max(counts) <= e5.space.max_input_tokens
     assert max(n - spec.overhead_tokens for n in counts) <= spec.content_limit + 8
+
+
+def test_a_document_without_text_has_no_chunks_and_the_tokenizer_takes_an_empty_batch(embedder):
+    spec = chunk_spec(embedder.count_tokens, 60, embedder.space.max_input_tokens, "t")
+    assert embedder.count_tokens([]) == []
+    assert chunk_document(_doc(["", "  \n "]), "d", spec, embedder.count_tokens) == []
