@@ -32,6 +32,8 @@ sys.path.insert(0, str(ROOT))
 from bench.common import CORPUS, offline_env, save_report  # noqa: E402
 
 offline_env()
+# a loaded machine can take longer than Prefect's default to start its temporary API server
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 from prefect import flow  # noqa: E402
 
 from flows.make_sample import image_bytes, render_scan, scanned_pdf, source_text  # noqa: E402
