@@ -67,6 +67,8 @@ def parse_record_line(line: str, defaults: AccessDefaults) -> tuple[SourceInput,
         record = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:  # "[[[[…" a hundred thousand deep: refused, not a crash of the batch
+        raise ValueError("JSON nested too deeply to be a record") from None
     if not isinstance(record, dict):
         raise ValueError("a record must be a JSON object")
     doc_id = record.get("doc_id")
@@ -95,12 +97,19 @@ def parse_record_line(line: str, defaults: AccessDefaults) -> tuple[SourceInput,
     metadata = record.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise ValueError(f"{doc_id}: metadata must be an object")
+    title = record.get("title")
+    if title is not None and not isinstance(title, str):
+        raise ValueError(f"{doc_id}: title must be a string")
+    try:
+        data = canonical_record_bytes(record)
+    except UnicodeEncodeError:  # a lone surrogate (\\ud800) decodes from JSON but is not text
+        raise ValueError(f"{doc_id}: the record holds an unpaired surrogate, not Unicode text") from None
     source = SourceInput(
         source_id=doc_id, uri=f"record:{doc_id}", doc_id=doc_id, corpus=corpus, date=date,
-        title=record.get("title"), tenant=tenant, groups=sorted(set(groups)), metadata=metadata,
+        title=title, tenant=tenant, groups=sorted(set(groups)), metadata=metadata,
         declared_media_type=RECORD_MEDIA_TYPE,
     )
-    return source, canonical_record_bytes(record)
+    return source, data
 
 
 def open_source(source: str | Path, storage: StorageSettings | None = None) -> Location:
@@ -192,6 +201,14 @@ def iter_folder(folder: Location, defaults: AccessDefaults,
     except OSError as exc:
         quarantined.append(Quarantined(uri=source_uri(folder), reason=f"unreadable: {exc}"))
         return
+    if folder.is_local:
+        for link, rels in linked_paths(folder.local_path, list(listed)).items():
+            # named as the link, not resolved: where it points is not for the record to follow
+            quarantined.append(Quarantined(uri=(folder.local_path / link).absolute().as_uri(), reason=(
+                f"symbolic link, not followed ({len(rels)} file(s) below it are not read): "
+                "only files stored inside the ingested folder are ingested")))
+            for rel in rels:
+                del listed[rel]
     by_rel = {rel: listed[rel] for rel in sorted(listed, key=PurePosixPath) if is_walked(rel)}
     sidecars = read_sidecars(folder, list(listed))
     for rel, reason in sidecars.named().items():
@@ -211,6 +228,22 @@ def iter_folder(folder: Location, defaults: AccessDefaults,
             continue
         seen[doc_id] = rel
         yield pending
+
+
+def linked_paths(root: Path, rels: list[str]) -> dict[str, list[str]]:
+    """Paths reached through a symbolic link, by the first link on their way.
+
+    A link can point anywhere (/etc/passwd, another tenant's fonds) or loop back into the folder
+    (one file under forty names); neither is read, whatever it points to.
+    """
+    out: dict[str, list[str]] = {}
+    for rel in rels:
+        parts = PurePosixPath(rel).parts
+        for depth in range(1, len(parts) + 1):
+            if (root.joinpath(*parts[:depth])).is_symlink():
+                out.setdefault("/".join(parts[:depth]), []).append(rel)
+                break
+    return out
 
 
 def is_record_export(name: str) -> bool:
