@@ -220,6 +220,9 @@ def iter_folder(folder: Location, defaults: AccessDefaults,
         if refusal is not None:
             quarantined.append(Quarantined(uri=source_uri(file), reason=refusal))
             continue
+        if is_record_export(rel):  # an export dropped in a folder is its records, not one text
+            yield from iter_record_export(file, export_defaults(defaults, entry), quarantined)
+            continue
         pending = file_input(file, folder, defaults, entry)
         doc_id = pending.source.doc_id
         if doc_id in seen:
@@ -244,6 +247,14 @@ def linked_paths(root: Path, rels: list[str]) -> dict[str, list[str]]:
                 out.setdefault("/".join(parts[:depth]), []).append(rel)
                 break
     return out
+
+
+def export_defaults(defaults: AccessDefaults, entry: SidecarEntry | None) -> AccessDefaults:
+    """A sidecar row naming an export gives its records' defaults (each record may still say)."""
+    if entry is None:
+        return defaults
+    return AccessDefaults(corpus=entry.corpus or defaults.corpus, tenant=entry.tenant or defaults.tenant,
+                          groups=entry.groups or defaults.groups)
 
 
 def is_record_export(name: str) -> bool:
