@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 def write_generation(layout: StoreLayout, generation: str, parent: str | None,
                      staged: StagedGeneration, report: ReconcileReport, validation: ValidationReport,
                      run: RunCounts, quarantined: list[Quarantined], segmenter: str,
-                     chunking: dict, embedding_model: str) -> GenerationManifest:
+                     chunking: dict, embedding_model: str, limits: dict | None = None) -> GenerationManifest:
     """Everything but the switch: after this the generation exists, staged, not serving."""
     version = write_generation_table(layout, generation, staged.lance_table())
     lineage_dir = write_lineage_snapshot(layout, generation, staged.lineage_tables())
@@ -36,7 +36,7 @@ def write_generation(layout: StoreLayout, generation: str, parent: str | None,
         lance_table=CHUNKS_TABLE,
         lance_version=version, lance_tag=generation, lineage_dir=lineage_dir, counts=report.counts,
         digest=report.digest, diff=report.diff, run=run, quarantined=quarantined,
-        segmenter=segmenter, parsers=dict(sorted(parsers.items())), chunking=chunking,
+        segmenter=segmenter, parsers=dict(sorted(parsers.items())), chunking=chunking, limits=limits or {},
         validation={"success": validation.success, "expectations": len(validation.results)},
     )
     write_manifest(layout, manifest)

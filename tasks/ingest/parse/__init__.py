@@ -74,6 +74,13 @@ def textless(doc: ParsedDocument) -> str | None:
     return f"no text found on any of its {len(doc.pages)} page(s): {'; '.join(reasons)}"
 
 
+def parse_untrusted(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+    """`parse_revision` in the sandbox's child process, under `settings.sandbox`."""
+    from tasks.ingest.sandbox import parse_untrusted as sandboxed
+
+    return sandboxed(data, revision, settings)
+
+
 def parse(revisions: list[Revision], layout: StoreLayout, settings: MabillonSettings) -> tuple[dict[str, ParsedDocument], list[Quarantined]]:
     key = parse_key(settings)
     parsed: dict[str, ParsedDocument] = {}
@@ -83,7 +90,7 @@ def parse(revisions: list[Revision], layout: StoreLayout, settings: MabillonSett
             doc = load_parsed(layout, rev.revision_id, key)
             if doc is None:
                 try:
-                    doc = parse_revision(read_blob(layout, rev.digest), rev, settings)
+                    doc = parse_untrusted(read_blob(layout, rev.digest), rev, settings)
                 except ParseRefused as exc:
                     quarantined.append(Quarantined(uri=rev.uri, reason=str(exc), digest=rev.digest))
                     progress.advance()
