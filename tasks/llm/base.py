@@ -142,8 +142,15 @@ def call_validated(provider: Provider, request: LlmRequest, ledger: Ledger,
     for attempt in range(1 + max_retries):
         ledger.check()
         started = time.perf_counter()
-        completion = provider.complete(LlmRequest(request.purpose, messages, request.schema,
-                                                  request.context))
+        try:
+            completion = provider.complete(LlmRequest(request.purpose, messages, request.schema,
+                                                      request.context))
+        except (BudgetExhausted, ProviderError):
+            raise
+        except Exception as exc:  # the provider is outside us: its failure degrades the answer
+            log.exception("%s: provider %s failed", request.purpose, getattr(provider, "name", "?"))
+            raise ProviderError(f"{getattr(provider, 'name', 'provider')} failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
         seconds = time.perf_counter() - started
         ledger.charge(completion, seconds)
         result.attempts = attempt + 1

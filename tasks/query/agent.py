@@ -173,6 +173,7 @@ def review_step(ctx: QuestionContext, state: AgentState) -> None:
 def _skip_invalid(state: AgentState, exc: InvalidOutput, purpose: str, feedback: str) -> None:
     """An invalid review or search output skips the step and tells the model why."""
     state.feedback = feedback
+    state.flags.add("invalid_output")
     state.actions.append(Action(state.raw, "skipped", f"invalid {purpose} output"))
     _record(state, "skipped", False, exc.result, feedback=state.feedback, purpose=purpose)
 

@@ -137,7 +137,9 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
         flags.append("too_few_results")
     for st in states:
         flags += sorted(st.flags)
-    if any(f in flags for f in ("provider_error", "llm_budget_exhausted", "plan_fallback")):
+    if any(c.error and c.output is None for c in [*plan_calls, *calls]):
+        flags.append("invalid_output")  # a call's output stayed invalid after its re-asks
+    if any(f in flags for f in ("provider_error", "llm_budget_exhausted", "plan_fallback", "invalid_output")):
         flags.append("degraded")
     flags = list(dict.fromkeys(flags))
 
