@@ -13,6 +13,7 @@ from schemas.generation import GenerationManifest, Quarantined, ReconcileReport,
 from tasks.ingest.merge import StagedGeneration
 from tasks.store.lance_store import write_generation_table
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout
+from tasks.store.integrity import record_digests, verify_generation
 from tasks.store.lineage_store import write_lineage_snapshot
 from tasks.store.manifests import write_manifest
 from tasks.store.routing import switch_routing
@@ -40,6 +41,7 @@ def write_generation(layout: StoreLayout, generation: str, parent: str | None,
         validation={"success": validation.success, "expectations": len(validation.results)},
     )
     write_manifest(layout, manifest)
+    record_digests(layout, generation)
     log.info("generation %s written: %s", generation, report.counts)
     return manifest
 
@@ -48,5 +50,6 @@ def switch_to(layout: StoreLayout, manifest: GenerationManifest, actor: str, rea
               before_switch: Callable[[], None] | None = None) -> None:
     if before_switch:
         before_switch()
+    verify_generation(layout, manifest.generation)  # what is switched to is what was written
     switch_routing(layout, manifest.generation, manifest.space_id, "publish", actor, reason)
     log.info("generation %s now serving", manifest.generation)
