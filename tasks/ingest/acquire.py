@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date as date_type
 from datetime import datetime, timezone
@@ -31,6 +31,8 @@ from tasks.task_wrapper import as_task
 
 DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 IGNORED_NAMES = {"sidecar.json", "sidecar.csv", ".DS_Store", "Thumbs.db"}
+# What uploaders and browsers name a file while it is still being written; renamed when done.
+PARTIAL_SUFFIXES = (".part", ".partial", ".crdownload", ".filepart", ".tmp", ".uploading")
 URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
@@ -189,11 +191,12 @@ def file_input(file: Location, root: Location | None, defaults: AccessDefaults,
 def is_walked(rel: str) -> bool:
     """Sidecars, desktop litter and anything under a hidden name are not inputs."""
     parts = PurePosixPath(rel).parts
-    return parts[-1] not in IGNORED_NAMES and not any(part.startswith(".") for part in parts)
+    return (parts[-1] not in IGNORED_NAMES and not parts[-1].lower().endswith(PARTIAL_SUFFIXES)
+            and not any(part.startswith(".") for part in parts))
 
 
-def iter_folder(folder: Location, defaults: AccessDefaults,
-                quarantined: list[Quarantined]) -> Iterator[PendingInput]:
+def iter_folder(folder: Location, defaults: AccessDefaults, quarantined: list[Quarantined],
+                skip: Collection[str] = ()) -> Iterator[PendingInput]:
     """The folder's files (or the prefix's objects) in a stable order, each described by the
     nearest sidecar that names it (see `tasks.ingest.sidecar`: every subfolder may hold one)."""
     try:
@@ -209,7 +212,9 @@ def iter_folder(folder: Location, defaults: AccessDefaults,
                 "only files stored inside the ingested folder are ingested")))
             for rel in rels:
                 del listed[rel]
-    by_rel = {rel: listed[rel] for rel in sorted(listed, key=PurePosixPath) if is_walked(rel)}
+    # `skip`: files left for a later run (still being written), by URI
+    by_rel = {rel: listed[rel] for rel in sorted(listed, key=PurePosixPath)
+              if is_walked(rel) and source_uri(listed[rel]) not in skip}
     sidecars = read_sidecars(folder, list(listed))
     for rel, reason in sidecars.named().items():
         if rel not in by_rel:
@@ -262,7 +267,7 @@ def is_record_export(name: str) -> bool:
 
 
 def iter_inputs(sources: Sequence[str | Path], defaults: AccessDefaults, quarantined: list[Quarantined],
-                storage: StorageSettings | None = None) -> Iterator[PendingInput]:
+                storage: StorageSettings | None = None, skip: Collection[str] = ()) -> Iterator[PendingInput]:
     """Expand the command-line inputs (paths, file:// and s3:// URIs) into inputs, in a stable order.
 
     `storage` holds the endpoint and credentials for s3:// inputs (the warehouse's, by default).
@@ -282,7 +287,7 @@ def iter_inputs(sources: Sequence[str | Path], defaults: AccessDefaults, quarant
             quarantined.append(Quarantined(uri=str(source), reason="path does not exist") if location.is_local
                                else Quarantined(uri=location.uri, reason=f"no object or prefix at {location.uri}"))
         elif not is_file:
-            yield from iter_folder(location, defaults, quarantined)
+            yield from iter_folder(location, defaults, quarantined, skip)
         elif is_record_export(location.name):
             yield from iter_record_export(location, defaults, quarantined)
         else:
@@ -305,12 +310,14 @@ def acquire_one(layout: StoreLayout, pending: PendingInput) -> Revision:
 
 
 def acquire(sources: list[str], defaults: AccessDefaults, layout: StoreLayout,
-            storage: StorageSettings | None = None) -> tuple[list[Revision], list[Quarantined]]:
-    """Paths, file:// and s3:// URIs in (`storage`: endpoint and credentials of s3:// inputs)."""
+            storage: StorageSettings | None = None,
+            skip: Collection[str] = ()) -> tuple[list[Revision], list[Quarantined]]:
+    """Paths, file:// and s3:// URIs in (`storage`: endpoint and credentials of s3:// inputs;
+    `skip`: URIs of folder files left for a later run)."""
     quarantined: list[Quarantined] = []
     revisions: list[Revision] = []
     seen: dict[str, str] = {}
-    pending = list(iter_inputs(sources, defaults, quarantined, storage))
+    pending = list(iter_inputs(sources, defaults, quarantined, storage, set(skip)))
     with StageProgress("acquire", len(pending), "src") as progress:
         for item in pending:
             sid = item.source.source_id
