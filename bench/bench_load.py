@@ -74,6 +74,8 @@ def release_process(home: Path, export: Path) -> subprocess.Popen:
 
 
 def run(args: argparse.Namespace) -> dict:
+    # a loaded machine starts Prefect's ephemeral server slowly
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
     offline_env()
     from flows.release import release
     from schemas.settings import MabillonSettings

@@ -35,6 +35,8 @@ def timed(function, repeats: int) -> list[float]:
 
 
 def run(args) -> dict:
+    # a loaded machine starts Prefect's ephemeral server slowly
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
     offline_env()
     from schemas.settings import MabillonSettings, SandboxSettings
     from tasks.ingest import sandbox

@@ -20,7 +20,7 @@ from tasks.query.principals import resolve_principal, resolve_token, token_diges
 from tasks.query.retriever import Retriever
 from tasks.store.layout import StoreLayout
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
-from tests.query.loop_helpers import MEM, everything, search
+from tests.query.loop_helpers import everything, search
 
 MARKER = "Anselme Périgord-Vauquelin"
 SECRET = {"doc_id": "b-comite-secret", "corpus": "journal_officiel", "date": "1887-03-02",

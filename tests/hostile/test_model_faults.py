@@ -20,7 +20,7 @@ from tasks.llm.openai_http import OpenAIProvider
 from tasks.query.loop import answer_question
 from tasks.query.record import read_record
 from tasks.store.layout import StoreLayout
-from tests.query.conftest import DOCS, PUBLIC, lance_table, make_retriever, toy_table  # noqa: F401 (fixtures)
+from tests.query.conftest import DOCS, PUBLIC, make_retriever
 from tests.query.test_openai_loop import MEM, model
 
 QUESTION = "Comment la presse juge-t-elle M. Floquet ?"

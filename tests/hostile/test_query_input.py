@@ -17,7 +17,7 @@ from tasks.query.authorize import sql_literal
 from tasks.query.dense import filter_clause
 from tasks.query.loop import answer_question
 from tasks.store.layout import StoreLayout
-from tests.query.conftest import DOCS, PUBLIC, lance_table, make_retriever, toy_table  # noqa: F401
+from tests.query.conftest import DOCS, PUBLIC, make_retriever
 from tests.query.loop_helpers import everything, search
 
 VISIBLE = {d[0] for d in DOCS if d[3] == PUBLIC.tenant and set(d[4]) & set(PUBLIC.groups)}
