@@ -152,6 +152,9 @@ class ServeSettings(BaseModel):
     ingest_cron: str | None = None  # e.g. "*/15 * * * *"; None: scheduled ingest runs on demand only
     host: str = "127.0.0.1"
     port: int = 4200
+    # A `process` work pool on the server (deploy/stack.py starts one with its workers): the
+    # deployments are registered to it and its workers run them; None: `serve` runs them itself.
+    work_pool: str | None = None
 
 
 class ReadingRoomSettings(BaseModel):
