@@ -23,7 +23,9 @@ from tasks.store.location import Location
 log = logging.getLogger(__name__)
 
 ANN_NAME = "vector_ann"
-MIN_TRAIN_ROWS = 256  # PQ trains 256 centroids per sub-vector: fewer rows cannot train it
+# PQ trains 256 centroids per sub-vector (8 bits); a smaller table (an index forced on a
+# sample, as the tests do) gets 4-bit codes and one partition.
+MIN_TRAIN_ROWS = 256
 # Scalar indexes that let Lance evaluate the access filter (and corpus/date filters) without
 # scanning the columns; built with the ANN index, where tables are large.
 SCALAR = {"tenant": "BITMAP", "groups": "LABEL_LIST", "doc_id": "BTREE", "corpus": "BITMAP",
@@ -58,15 +60,17 @@ def build_lexical(index_dir: Location, chunks: pa.Table, stem: bool, ngrams: int
 def build_dense(lance_table, rows: int, settings: IndexSettings, like: DenseIndex | None = None) -> DenseIndex:
     """An ANN index when the generation is large enough (or `like` had one), else exact."""
     wanted = like.search == "ann" if like else rows >= settings.ann_min_rows
-    if not wanted or rows < MIN_TRAIN_ROWS:
+    if not wanted or rows == 0:
         return DenseIndex(search="exact", rows=rows)
     from lancedb.index import IvfHnswSq, IvfPq
 
     dim = lance_table.schema.field("vector").type.list_size
     algorithm = like.algorithm if like else settings.ann_type
     params = dict(like.params) if like else {
-        "num_partitions": settings.num_partitions or max(1, round(math.sqrt(rows))),
-        **({"num_sub_vectors": settings.num_sub_vectors or max(1, dim // 8)}
+        "num_partitions": (settings.num_partitions or max(1, round(math.sqrt(rows))))
+        if rows >= MIN_TRAIN_ROWS else 1,
+        **({"num_sub_vectors": settings.num_sub_vectors or max(1, dim // 8),
+            "num_bits": 8 if rows >= MIN_TRAIN_ROWS else 4}
            if settings.ann_type == "IVF_PQ" else {}),
     }
     started = time.perf_counter()

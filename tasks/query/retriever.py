@@ -190,8 +190,27 @@ class Retriever:
         if visible == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         where = dense_mod.filter_clause(self._where, corpus, date_from, date_to)
-        row_ids, sims = dense_mod.search(self._lance, self.query_vector(query), where,
-                                         min(limit, visible), self.dense_plan, visible)
+        vector = self.query_vector(query)
+        try:
+            row_ids, sims = dense_mod.search(self._lance, vector, where, min(limit, visible),
+                                             self.dense_plan, visible)
+        except (OSError, RuntimeError, ValueError) as exc:
+            if not self.dense_plan.use_index(visible):
+                raise
+            # an index listed on the version but unreadable: exact search, flagged, or refusal
+            message = f"generation {self.generation}: its vector index cannot be read ({exc})"
+            if self._index_settings.on_missing == "error":
+                raise IndexUnavailable(message + "; republish the generation, or set "
+                                       "MABILLON_INDEX__ON_MISSING=exact") from exc
+            log.error("%s; serving by exact search", message)
+            self.dense_plan = dense_mod.DensePlan()
+            self.index_flags.append("dense_index_unreadable_exact_search")
+            try:
+                row_ids, sims = dense_mod.search(self._lance, vector, where, min(limit, visible),
+                                                 self.dense_plan, visible)
+            except (OSError, RuntimeError, ValueError) as again:  # the table itself is damaged
+                raise IndexUnavailable(f"generation {self.generation}: dense search fails even "
+                                       f"without its vector index ({again}); republish it") from again
         rows = self._view.rows_of_row_ids(row_ids)
         keep = mask[rows]  # the prefilter already did this; a row outside it is a bug, not data
         if not keep.all():
