@@ -222,3 +222,18 @@ def test_bm25_from_disk_equals_the_in_memory_reference(tmp_path: Path, toy_table
 def test_toy_reader_sees_no_forbidden_row_through_substring_candidates(lance_table, toy_table):
     hits = make_retriever(lance_table, toy_table, principal=TOY_READER).substring_chunks("Floquet", k=50)
     assert {h.doc_id for h in hits}.isdisjoint({"secret-1", "other-1", "nogroup-1"})
+
+
+def test_the_lexical_index_is_written_to_and_read_from_s3(s3_bucket, toy_table):
+    """Postings on S3 are read by positioned range reads, as on a local disk."""
+    texts, ids = toy_table.column("text").to_pylist(), toy_table.column("chunk_id")
+    folder = open_location(s3_bucket.uri("warehouse/indexes/g0001/lexical-x"), s3_bucket.storage)
+    build_index(folder, texts, ids, stem=True, ngrams=4)
+    assert any(k.endswith("lexical-x/rows.bin") for k in s3_bucket.keys("warehouse/"))
+    disk = PostingsIndex.open(folder)
+    ref = Bm25Index.build(texts, ids.to_pylist(), stem=True, ngrams=4)
+    mask = np.ones(len(texts), bool)
+    terms = analyze("Floquet président de la Chambre", True, 4)
+    assert disk.scores(terms, mask) == pytest.approx(ref.scores(terms, mask), rel=1e-5, abs=1e-6)
+    assert set(disk.rows_with_token("floquet", "exact").tolist()) == \
+        {i for i, t in enumerate(texts) if "floquet" in normalize(t).split()}
