@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.indexes import IndexSettings
 from schemas.query import LoopParams
 from schemas.retrieval import RetrievalSettings
 
@@ -188,6 +189,7 @@ class MabillonSettings(BaseSettings):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     query: LoopParams = Field(default_factory=LoopParams)
     serve: ServeSettings = Field(default_factory=ServeSettings)
