@@ -86,6 +86,26 @@ class OcrSettings(BaseModel):
         return value
 
 
+class SandboxSettings(BaseModel):
+    """The child process that parses and OCRs untrusted files (tasks/ingest/sandbox.py): a crash
+    or a limit reached there quarantines that file, and the batch goes on. Recorded in every
+    generation's manifest."""
+
+    enabled: bool = True
+    # Address space one file's parse may add to what the child already holds (RLIMIT_AS).
+    max_memory_bytes: int = 2 << 30
+    # CPU seconds of the child per file (RLIMIT_CPU; tesseract runs in processes of its own,
+    # bounded by ocr.page_timeout_s). Rendering a 2000-page PDF for OCR takes about 400 s here.
+    max_cpu_s: int = 1800
+    # Wall seconds per file, for hangs that burn no CPU. A 2000-page scanned register (the
+    # page limit) OCRs at about 2.3 pages/s with two workers (docs/benchmarks.md): ~15 min.
+    max_wall_s: int = 3 * 3600
+    max_open_files: int = 256  # RLIMIT_NOFILE
+    recycle_after: int = 200  # files per child, so a slow leak in a native parser stays bounded
+    # The function the child runs on each file. Tests swap in one that really crashes.
+    parser: str = "tasks.ingest.parse:parse_revision"
+
+
 class LlmSettings(BaseModel):
     """Which model decides in the query loop. No endpoint configured → the offline `rules`."""
 
@@ -186,6 +206,7 @@ class MabillonSettings(BaseSettings):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     limits: InspectionLimits = Field(default_factory=InspectionLimits)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)

@@ -8,6 +8,8 @@ id: a million chunks is ~70 MB.
 """
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,11 +28,23 @@ NO_POLICY = -1  # a row whose tenant or groups are missing: no principal may see
 Fetch = Callable[[np.ndarray, list[str]], pa.Table]  # rows (positions) → those columns, in order
 
 
+_ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_EPOCH = dt.date(1970, 1, 1)
+
+
 def to_day(date: str | None) -> int | None:
+    """Days since 1970-01-01 of an ISO date (a timestamp's date part counts); None otherwise.
+
+    Strict on purpose: numpy would also read "today", "now" and "NaT" as dates, so a filter
+    argument could move with the clock or land on the missing-date sentinel.
+    """
     if not date:
         return None
+    head = str(date)[:10]
+    if not _ISO_DAY.match(head) or len(str(date)) > 10 and str(date)[10] not in "T ":
+        return None
     try:
-        return int(np.datetime64(str(date)[:10], "D").astype(np.int64))
+        return (dt.date.fromisoformat(head) - _EPOCH).days
     except ValueError:
         return None
 
