@@ -59,6 +59,7 @@ class GenerationView:
         self.days = parse_days(t.column("date"))
         self.ordinal = t.column("ordinal").to_numpy(zero_copy_only=False)
         self._row_of = {c: i for i, c in enumerate(self.chunk_ids)}
+        self._doc_sizes = np.bincount(self.doc_codes, minlength=len(self.doc_ids))
         self._texts: list[str] | None = None
         self._dates = t.column("date").to_pylist()
 
@@ -107,6 +108,8 @@ class GenerationView:
             text=self.texts[row], page_start=int(t.column("page_start")[row].as_py() or 1),
             char_start=int(t.column("char_start")[row].as_py()),
             char_end=int(t.column("char_end")[row].as_py()),
+            ordinal=int(self.ordinal[row]),
+            doc_chunks=int(self._doc_sizes[self.doc_codes[row]]),
         )
 
     def chunk_hits(self, rows: np.ndarray, scores: np.ndarray) -> list[ChunkHit]:
