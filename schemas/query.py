@@ -92,6 +92,10 @@ class BriefedDocument(BaseModel):
     date: str | None
 
 
+class RankedDocument(BriefedDocument):
+    rank: int  # 1-based
+
+
 # ---- outputs: what a model (or an offline policy) must return, one model per purpose ------
 
 class PlannedSubQuestion(BaseModel):
@@ -237,6 +241,9 @@ class StepContext(BaseModel):
     accepted: list[BriefedDocument]  # by this sub-question
     # by the sub-questions before it (the other sub-corpus's documents, for date fit)
     accepted_before: list[BriefedDocument] = Field(default_factory=list)
+    # the whole question's warm start, documents only (where and when): what a passage's
+    # document could pair with in another sub-corpus
+    question_candidates: list[RankedDocument] = Field(default_factory=list)
     budget_left: int
     corpora: list[str]
     memory: Memory

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.query import (AgentStep, BriefedDocument, Briefing, ChannelResult, HitView,
-                           LoopParams, Memory, OUTPUT_SCHEMAS, ReviewContext, ReviewStep,
+                           LoopParams, Memory, OUTPUT_SCHEMAS, RankedDocument, ReviewContext, ReviewStep,
                            SearchRecord, SearchStep, StepContext, SubQuestion, Verdict, WarmRanks)
 from tasks.llm.base import (BudgetExhausted, InvalidOutput, Ledger, LlmRequest, LlmResult,
                             Provider, ProviderError, call_validated)
@@ -70,11 +70,13 @@ class QuestionContext:
     states: list[AgentState] = field(default_factory=list)  # sub-questions run so far, in order
     question_ranking: list[str] = field(default_factory=list)  # the whole question's warm start
     flags: set[str] = field(default_factory=set)  # question-level (invalid outputs, bad ids)
+    question_candidates: list[RankedDocument] = field(default_factory=list)
     _question_ranks: dict[str, int] = field(default_factory=dict, repr=False)
 
-    def set_question_ranking(self, ranking: list[str]) -> None:
-        self.question_ranking = list(ranking)
-        self._question_ranks = {d: n for n, d in enumerate(ranking, start=1)}
+    def set_question_ranking(self, ranking: list[RankedDocument]) -> None:
+        self.question_candidates = list(ranking)
+        self.question_ranking = [d.doc_id for d in ranking]
+        self._question_ranks = {d.doc_id: d.rank for d in ranking}
 
     def question_rank(self, doc_id: str) -> int | None:
         return self._question_ranks.get(doc_id)
@@ -117,6 +119,7 @@ def step_context(ctx: QuestionContext, state: AgentState) -> StepContext:
     return StepContext(question=ctx.question, sub_question=state.sub_question,
                        briefings=list(ctx.briefings), searches=list(state.searches),
                        accepted=accepted_brief(state), accepted_before=before,
+                       question_candidates=ctx.question_candidates,
                        budget_left=state.budget_left(ctx.params), corpora=ctx.corpora,
                        memory=state.memory)
 

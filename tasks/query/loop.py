@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from schemas.query import (ChannelResult, Cost, EvidencePackage, JudgeInfo, LlmCallRecord,
-                           LoopParams, Question, QueryRecord, SubQuestion, WarmRanks)
+                           LoopParams, Question, QueryRecord, RankedDocument, SubQuestion,
+                           WarmRanks)
 from schemas.retrieval import FusedHit, Principal
 from tasks.llm.base import BudgetExhausted, Ledger, Provider, ProviderError
 from tasks.query.agent import AgentState, QuestionContext, run_agent
@@ -113,7 +114,8 @@ def question_warm_start(ctx: QuestionContext) -> ChannelResult:
     accepted set it joins the sub-questions' lists, so splitting the question never costs the
     ranking a plain fusion of the question would give; the judge reads it as a feature."""
     fused = ctx.backend.warm_start(ctx.question, ctx.params.warm_k)
-    ctx.set_question_ranking([f.doc_id for f in fused])
+    ctx.set_question_ranking([RankedDocument(doc_id=f.doc_id, corpus=f.corpus, date=f.date,
+                                             rank=f.rank) for f in fused])
     return _warm_record(ctx.question, ctx.params.warm_k, None, None, fused, [])
 
 

@@ -2,7 +2,8 @@
 
 Confirmations = how many sub-questions accepted a document. Groups go in decreasing count;
 inside a group of two or more, one call orders the tie from the agent's own rationales;
-a singleton passes through. Below the accepted documents come the others by their warm-start
+a singleton passes through. Below the accepted documents come the others: first those the
+reviewer judged with a confidence (the learned judge), by it; then the rest by their warm-start
 support — reciprocal-rank fusion of the sub-questions' warm-start lists, so a document several
 sub-questions surfaced ranks above one only one did (measured better than interleaving the
 lists, docs/benchmarks.md) and rejecting or missing a document never costs the recall the warm
@@ -111,10 +112,29 @@ def rank_accepted(ctx, cands: dict[str, Candidate]) -> tuple[list[Candidate], li
     return ranked, records
 
 
+def judged_confidence(states: list[AgentState]) -> dict[str, float]:
+    """Each document's best confidence over the latest verdict on each of its chunks (only
+    reviewers that give one, such as the learned judge, have any)."""
+    best: dict[str, float] = {}
+    for st in states:
+        verdicts = [v for pairs in st.accepted.values() for _, v in pairs]
+        verdicts += [v for _, v in st.held.values()] + list(st.rejected.values())
+        for v in verdicts:
+            if v.probability is not None:
+                best[v.doc_id] = max(best.get(v.doc_id, 0.0), v.probability)
+    return best
+
+
 def backfill(states: list[AgentState], taken: set[str], limit: int,
              question_ranking: list[str] | None = None, question_weight: float = 1.0) -> list[str]:
-    """Documents not accepted, by warm-start support over the sub-questions and, weighted,
-    the whole question's own warm-start ranking."""
+    """Documents not accepted. Those the reviewer judged with a confidence come first, by that
+    confidence (a held passage the judge found likely outranks one merely retrieved); then
+    the rest by warm-start support over the sub-questions and, weighted, the whole question's
+    own warm-start ranking. Without confidences (rules, most models) the order is support."""
     support = warm_support(states, question_ranking, question_weight)
-    rest = sorted((d for d in support if d not in taken), key=lambda d: (-support[d], d))
+    confidence = judged_confidence(states)
+    pool = set(support) | set(confidence)
+    rest = sorted((d for d in pool if d not in taken),
+                  key=lambda d: (d not in confidence, -confidence.get(d, 0.0),
+                                 -support.get(d, 0.0), d))
     return rest[:max(0, limit)]
