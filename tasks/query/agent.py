@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.query import (AgentStep, BriefedDocument, Briefing, ChannelResult, HitView,
-                           LoopParams, Memory, OUTPUT_SCHEMAS, RankedDocument, ReviewContext, ReviewStep,
-                           SearchRecord, SearchStep, StepContext, SubQuestion, Verdict, WarmRanks)
+                           LoopParams, Memory, OUTPUT_SCHEMAS, RankedDocument, ReviewContext,
+                           ReviewStep, SearchRecord, SearchStep, StepContext, SubQuestion,
+                           Verdict, WarmRanks)
 from tasks.llm.base import (BudgetExhausted, InvalidOutput, Ledger, LlmRequest, LlmResult,
                             Provider, ProviderError, call_validated)
 from tasks.query import prompts

@@ -14,7 +14,8 @@ def reevaluate_held(ctx, state: AgentState) -> LlmCallRecord | None:
     pool = [(h, v) for h, v in state.held.values() if h.doc_id not in state.accepted][:MAX_HELD]
     if not pool:
         return None
-    context = HeldContext(**dict(step_context(ctx, state)), held=hit_views(ctx, [h for h, _ in pool]))
+    context = HeldContext(**dict(step_context(ctx, state)),
+                          held=hit_views(ctx, [h for h, _ in pool]))
     messages = prompts.held_messages(ctx.question, state.sub_question, context.held,
                                      ctx.params.snippet_chars, OUTPUT_SCHEMAS["held_review"])
     value, record = recorded_call(ctx, "held_review", messages, context, state.index)
