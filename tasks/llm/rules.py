@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from schemas.query import (RATIONALE_MAX, BriefedDocument, Briefing, BriefingContext,
+from schemas.query import (RATIONALE_MAX, Briefing, BriefingContext,
                            BriefingOutput, HeldContext, HeldDecision, HeldReview, HitView, Memory,
                            PlanContext, PlannedSubQuestion, PlanOutput, ReplanContext,
                            ReplanOutput, RerankCandidate, RerankContext, RerankOutput,
