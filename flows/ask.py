@@ -32,8 +32,9 @@ class AskOptions(BaseModel):
     principal: str | None = Field(None, description="a name in MABILLON_HOME/principals.json; "
                                                     "default: the default principal")
     generation: str | None = Field(None, description="default: the serving generation")
-    provider: str | None = Field(None, description="openai | rules | replay | llamacpp; "
-                                                   "default: openai when an endpoint is set, else rules")
+    provider: str | None = Field(None, description="openai | learned | rules | replay | llamacpp; "
+                                                   "default: openai when an endpoint is set, "
+                                                   "else learned")
     max_sub_questions: int | None = Field(None, ge=1, description="planner cap M")
     step_budget: int | None = Field(None, ge=1, description="effective agent steps per sub-question")
     max_calls: int | None = Field(None, ge=1, description="LLM calls per question")

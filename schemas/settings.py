@@ -107,9 +107,10 @@ class SandboxSettings(BaseModel):
 
 
 class LlmSettings(BaseModel):
-    """Which model decides in the query loop. No endpoint configured → the offline `rules`."""
+    """Which model decides in the query loop. No endpoint configured → the offline `learned`
+    judge (its model file packaged with the code), or `rules` when that file is unusable."""
 
-    provider: str | None = None  # openai | rules | replay | llamacpp; None → by base_url
+    provider: str | None = None  # openai | learned | rules | replay | llamacpp; None → by base_url
     base_url: str | None = None  # an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1
     model: str | None = None
     api_key: SecretStr | None = None  # MABILLON_LLM__API_KEY
@@ -124,6 +125,8 @@ class LlmSettings(BaseModel):
     max_tokens_per_question: int = 400_000
     replay_path: Path | None = None  # recorded responses for the replay provider
     gguf_path: Path | None = None  # llamacpp: a local GGUF (default: the packaged gemma3 270m)
+    # learned: the judge's model file (default: tasks/llm/judge.joblib, `mabillon train-judge`)
+    judge_path: Path | None = None
 
 
 class ExpectationConfig(BaseModel):

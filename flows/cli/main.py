@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "flows.cli.ops",
     "flows.cli.ask",
     "flows.cli.eval",
+    "flows.cli.judge",
     "flows.cli.serve",
 ]
 

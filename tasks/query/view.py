@@ -143,6 +143,13 @@ class GenerationView:
             return int(order[lo])
         raise KeyError(chunk_id)
 
+    def _doc_sizes(self) -> np.ndarray:
+        """Chunks per document (the judge reads a chunk's position in its document)."""
+        sizes = getattr(self, "_sizes", None)
+        if sizes is None:
+            sizes = self._sizes = np.bincount(self.doc_codes, minlength=len(self.doc_ids))
+        return sizes
+
     def _order(self) -> np.ndarray:
         order = getattr(self, "_sorted", None)
         if order is None:
@@ -191,11 +198,13 @@ class GenerationView:
         if rows.size == 0:
             return []
         got = self.fetch(rows, HIT_COLUMNS).to_pydict()
+        sizes = self._doc_sizes()
         return [ChunkHit(chunk_id=self.chunk_ids[int(r)].as_py(), doc_id=self.doc_of(int(r)),
                          score=float(s), rank=i + 1, corpus=self.corpus_names[self.corpus_codes[r]],
                          date=self.date_of(int(r)), text=got["text"][i],
                          page_start=int(got["page_start"][i] or 1), char_start=int(got["char_start"][i]),
-                         char_end=int(got["char_end"][i]))
+                         char_end=int(got["char_end"][i]), ordinal=int(self.ordinal[r]),
+                         doc_chunks=int(sizes[self.doc_codes[r]]))
                 for i, (r, s) in enumerate(zip(rows.tolist(), scores.tolist()))]
 
     def doc_hit(self, row: int, score: float, rank: int) -> DocHit:
