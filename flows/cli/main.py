@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "flows.cli.ask",
     "flows.cli.eval",
     "flows.cli.serve",
+    "flows.cli.reading_room",
 ]
 
 

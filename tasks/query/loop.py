@@ -163,14 +163,15 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
         rejected_docs=sorted(rejected_docs), retrieved=retrieved, plan=executed,
         briefings=ctx.briefings, flags=flags, cost=cost)
     if layout is not None:
+        package.query_id = new_query_id(question)
         record = QueryRecord(
-            query_id=new_query_id(question), created_at=datetime.now(timezone.utc).isoformat(),
+            query_id=package.query_id, created_at=datetime.now(timezone.utc).isoformat(),
             question=Question(question=question, question_id=question_id),
             principal=principal or _principal_of(retriever), generation=retriever.generation,
             space_id=retriever.space_id, provider=provider.name, model=provider.model,
             params=params.model_dump(), plan_calls=plan_calls, sub_questions=executed,
             warm_starts=warm_records, steps=[s for st in states for s in st.steps], calls=calls,
-            briefings=ctx.briefings, final=final, flags=flags, cost=cost)
+            briefings=ctx.briefings, final=final, flags=flags, cost=cost, documents=documents)
         package.record = str(write_record(layout, record))
     return package
 
