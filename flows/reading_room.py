@@ -244,6 +244,10 @@ def warm_up(room: ReadingRoom, settings: MabillonSettings) -> None:
             return
         retriever.bm25_chunks("archives", k=1)
         retriever.dense_chunks("archives", k=1)
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:  # starts Prefect's local API if none is set
+            client.hello()
         log.info("reading room warm in %.1fs", time.perf_counter() - started)
     except Exception:  # warming is an optimisation; a failure shows again on the first request
         log.exception("reading room warm-up failed")
@@ -253,6 +257,7 @@ def serve_reading_room(settings: MabillonSettings, host: str, port: int) -> None
     """Serve until interrupted (SIGINT or SIGTERM: uvicorn stops gracefully)."""
     import uvicorn
 
+    # a stop waits at most this long for questions still being answered
     config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning",
-                            access_log=False, proxy_headers=False)
+                            access_log=False, proxy_headers=False, timeout_graceful_shutdown=10)
     uvicorn.Server(config).run()

@@ -30,6 +30,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+READING_ROOM_PORT = free_port()  # the reading room `mabillon serve` starts beside the deployments
+
+
 def stop_group(process: subprocess.Popen, timeout_s: float = 20) -> None:
     if process.poll() is not None:
         return
@@ -90,7 +93,7 @@ def serving(prefect_server, served_home, served_bucket, drop_folder):
     env = served_env(prefect_server, served_bucket)
     process = subprocess.Popen(
         [str(MABILLON), "serve", "--home", str(served_home), "--drop-folder", str(drop_folder),
-         "--ingest-cron", INGEST_CRON],
+         "--ingest-cron", INGEST_CRON, "--reading-room-port", str(READING_ROOM_PORT)],
         cwd=served_home.parent,  # flow runs must not depend on the serving directory
         env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True)
