@@ -5,7 +5,6 @@ Everything binds to loopback; every process is started in its own group and kill
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flows.serve import stop_group  # noqa: F401  (the tests stop what they start with it)
 from tests.conftest import SAMPLE_RECORDS, write_records
 from tests.s3 import S3Bucket
 
@@ -31,17 +31,6 @@ def free_port() -> int:
 
 
 READING_ROOM_PORT = free_port()  # the reading room `mabillon serve` starts beside the deployments
-
-
-def stop_group(process: subprocess.Popen, timeout_s: float = 20) -> None:
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout_s)
 
 
 @pytest.fixture(scope="session")
