@@ -411,3 +411,26 @@ def test_a_document_no_longer_allowed_or_tombstoned_is_withdrawn_now(room_client
         assert client.get(f"/iiif/manifest/{revision_id}", headers=bearer("alice")).status_code == 404
         manifest = client.get(f"/iiif/query/{qid}/manifest", headers=bearer("alice")).json()
         assert revision_id not in json.dumps(manifest)
+
+
+def test_a_citation_of_a_superseded_revision_points_to_the_current_one(room_client, sample_home, asked, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from flows.reading_room import create_app
+    from flows.release import release
+    from tests.conftest import write_records
+
+    qid = asked[("alice", TEXT_QUESTION)]
+    home = copy_home(sample_home, tmp_path / "home")
+    cited = room_client.get(f"/api/queries/{qid}", headers=bearer("alice")).json()
+    doc = next(d for d in cited["documents"] if d["doc_id"] == TEXT_DOC)
+    # the same document, new bytes: a new revision serves
+    new = write_records(tmp_path / "v2.jsonl", [{"doc_id": TEXT_DOC, "corpus": "deliberations",
+                                                 "text": "Procès-verbal corrigé : le conseil vote la toiture."}])
+    release(paths=[str(new)], settings=settings_of(home))
+    with TestClient(create_app(settings_of(home), warm=False)) as client:
+        after = client.get(f"/api/queries/{qid}", headers=bearer("alice")).json()
+        now = next(d for d in after["documents"] if d["rank"] == doc["rank"])
+        assert now["state"] == "superseded" and now["citations"] == []
+        assert now["current_revision"] != doc["revision"] and now["revision"] == doc["revision"]
+        assert client.get(f"/documents/{TEXT_DOC}", headers=bearer("alice")).status_code == 200
