@@ -127,6 +127,8 @@ def image_latency(client: httpx.Client, base: str, image_ids: list[str], n: int,
 
 def run(args: argparse.Namespace) -> dict:
     offline_env()
+    # a loaded machine starts Prefect's local API slowly; the default 20 s wait then fails
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     root = Path(tempfile.mkdtemp(prefix="bench-reading-"))
     home = Path(args.home).resolve() if args.home else build_home(root)
     load_before = os.getloadavg()
@@ -153,7 +155,8 @@ def run(args: argparse.Namespace) -> dict:
         images = image_latency(client, base, image_ids, args.images, args.seed)
 
         questions = (QUESTIONS * ((args.questions // len(QUESTIONS)) + 1))[:args.questions]
-        room_wall, framework, query_ids = [], [], []
+        room_wall, framework, query_ids, tops = [], [], [], []
+        image_revisions = {i.rsplit("-p", 1)[0] for i in image_ids}
         for q in questions:
             start = time.perf_counter()
             r = client.post(f"{base}/api/ask", json={"question": q})
@@ -161,6 +164,9 @@ def run(args: argparse.Namespace) -> dict:
             r.raise_for_status()
             framework.append(r.json()["cost"]["framework_s"])
             query_ids.append(r.json()["query_id"])
+            top = r.json()["documents"][0] if r.json()["documents"] else {}
+            tops.append({"question": q[:60], "top": top.get("doc_id"),
+                         "page_image": catalog.current.get(top.get("doc_id")) in image_revisions})
         evidence_first = [timed_get(client, f"{base}/queries/{qid}") for qid in query_ids]
         evidence_again = [timed_get(client, f"{base}/queries/{qid}") for qid in query_ids]
 
@@ -193,6 +199,7 @@ def run(args: argparse.Namespace) -> dict:
             "cli_cold_mabillon_ask": {**summary(cli_wall), "framework_s_median": round(statistics.median(cli_framework), 4)},
             "cli_over_room_median": round(cli_med / room_med, 1),
         },
+        "top_documents": tops,
     }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from schemas.settings import MabillonSettings
@@ -31,6 +32,9 @@ def cmd_reading_room(args: argparse.Namespace, settings: MabillonSettings) -> in
     from flows.reading_room import serve_reading_room
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # Without PREFECT_API_URL the question box starts Prefect's local API on first use; on a
+    # busy machine that takes longer than Prefect's default 20 s wait.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     settings = reading_room_settings(args, settings)
     rr = settings.reading_room
     sys.stdout.write(f"reading room: {rr.url} (listening on {rr.host}:{rr.port})\n")
