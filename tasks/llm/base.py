@@ -116,13 +116,34 @@ def parse_json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(stripped)
     except json.JSONDecodeError:
-        start = stripped.find("{")
-        if start < 0:
+        found = _objects_in(stripped)
+        if not found:
             raise ValueError("no JSON object in the output") from None
-        value, _ = json.JSONDecoder().raw_decode(stripped[start:])
+        if len(found) > 1:
+            # e.g. a passage's fake action quoted before the answer: which one is meant is a
+            # guess, and guessing the first would let a document's text pick the action
+            raise ValueError(f"{len(found)} JSON objects in the output; answer with exactly one") from None
+        value = found[0]
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
     return value
+
+
+def _objects_in(text: str) -> list[dict[str, Any]]:
+    """The top-level JSON objects embedded in prose, in order."""
+    decoder, found, at = json.JSONDecoder(), [], text.find("{")
+    while at >= 0:
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except (json.JSONDecodeError, RecursionError):
+            at = text.find("{", at + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        at = text.find("{", end)
+    return found
 
 
 def validation_error(value: dict[str, Any], schema: dict[str, Any]) -> str | None:
@@ -142,8 +163,15 @@ def call_validated(provider: Provider, request: LlmRequest, ledger: Ledger,
     for attempt in range(1 + max_retries):
         ledger.check()
         started = time.perf_counter()
-        completion = provider.complete(LlmRequest(request.purpose, messages, request.schema,
-                                                  request.context))
+        try:
+            completion = provider.complete(LlmRequest(request.purpose, messages, request.schema,
+                                                      request.context))
+        except (BudgetExhausted, ProviderError):
+            raise
+        except Exception as exc:  # the provider is outside us: its failure degrades the answer
+            log.exception("%s: provider %s failed", request.purpose, getattr(provider, "name", "?"))
+            raise ProviderError(f"{getattr(provider, 'name', 'provider')} failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
         seconds = time.perf_counter() - started
         ledger.charge(completion, seconds)
         result.attempts = attempt + 1

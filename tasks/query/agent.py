@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.embedding import EmbeddingInputTooLong
 from schemas.query import (AgentStep, Briefing, ChannelResult, LoopParams, Memory,
                            OUTPUT_SCHEMAS, SubQuestion, Verdict)
 from tasks.llm.base import (BudgetExhausted, InvalidOutput, Ledger, LlmRequest, LlmResult,
@@ -173,6 +174,7 @@ def review_step(ctx: QuestionContext, state: AgentState) -> None:
 def _skip_invalid(state: AgentState, exc: InvalidOutput, purpose: str, feedback: str) -> None:
     """An invalid review or search output skips the step and tells the model why."""
     state.feedback = feedback
+    state.flags.add("invalid_output")
     state.actions.append(Action(state.raw, "skipped", f"invalid {purpose} output"))
     _record(state, "skipped", False, exc.result, feedback=state.feedback, purpose=purpose)
 
@@ -226,7 +228,10 @@ def search_step(ctx: QuestionContext, state: AgentState) -> None:
         checked = check_args(tool, args, ctx.corpora)
     except ToolError as exc:
         return _skip(state, result, tool, str(exc))
-    shown_all, widened = run_search(ctx.backend, tool, checked, p.search_k, p.date_widen_days)
+    try:
+        shown_all, widened = run_search(ctx.backend, tool, checked, p.search_k, p.date_widen_days)
+    except EmbeddingInputTooLong as exc:  # refused, not truncated: the model shortens it
+        return _skip(state, result, tool, f"query too long for the encoder ({exc}); shorten it")
     state.searches.append({"tool": tool, "args": checked})
     shown = visible(state, with_warm(state, shown_all))[:p.review_k]
     silently = _hold_widened(state, with_warm(state, widened))

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
+from schemas.embedding import EmbeddingInputTooLong
 from schemas.query import (ChannelResult, Cost, EvidencePackage, LlmCallRecord, LoopParams,
                            Question, QueryRecord, SubQuestion)
 from tasks.llm.base import BudgetExhausted, Ledger, Provider, ProviderError
@@ -70,7 +71,8 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
     retriever = TimedBackend(retriever)
     ctx = QuestionContext(question=question, backend=retriever, provider=provider, ledger=ledger,
                           params=params, corpora=list(retriever.corpora()))
-    flags: list[str] = []
+    # how the generation was searched, when not as its manifest records (an index missing)
+    flags: list[str] = list(getattr(retriever, "index_flags", ()))
     states: list[AgentState] = []
     warm_records: list[ChannelResult] = []
     calls: list[LlmCallRecord] = []
@@ -82,7 +84,11 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
             # The whole question's own warm start (what the `hybrid` baseline returns): below
             # the accepted set it joins the sub-questions' lists, so splitting the question
             # never costs the ranking a plain fusion of the question would give.
-            fused = retriever.warm_start(question, params.warm_k)
+            try:
+                fused = retriever.warm_start(question, params.warm_k)
+            except EmbeddingInputTooLong as exc:
+                raise EmbeddingInputTooLong(f"{exc}: shorten the question (it is refused, "
+                                            "never truncated)") from None
             question_warm = [f.doc_id for f in fused]
             warm_records.append(ChannelResult(
                 tool="warm_start", args={"query": question, "k": params.warm_k, "corpus": None, "date": None},
@@ -97,7 +103,12 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
             state = AgentState(index=len(states), sub_question=sq)
             states.append(state)
             executed.append(sq)
-            warm_records.append(warm_start(ctx, state))
+            try:
+                warm_records.append(warm_start(ctx, state))
+            except EmbeddingInputTooLong as exc:  # a planner's sub-question over the encoder's limit
+                log.warning("sub-question %d skipped: %s", state.index, exc)
+                state.flags.add("sub_question_too_long")
+                continue
             run_agent(ctx, state)
             if (record := reevaluate_held(ctx, state)) is not None:
                 calls.append(record)
@@ -137,7 +148,9 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
         flags.append("too_few_results")
     for st in states:
         flags += sorted(st.flags)
-    if any(f in flags for f in ("provider_error", "llm_budget_exhausted", "plan_fallback")):
+    if any(c.error and c.output is None for c in [*plan_calls, *calls]):
+        flags.append("invalid_output")  # a call's output stayed invalid after its re-asks
+    if any(f in flags for f in ("provider_error", "llm_budget_exhausted", "plan_fallback", "invalid_output")):
         flags.append("degraded")
     flags = list(dict.fromkeys(flags))
 
