@@ -21,6 +21,7 @@ from tasks.llm.registry import make_provider
 from tasks.query.loop import answer_question
 from tasks.query.present import render_markdown
 from tasks.query.principals import resolve_principal
+from tasks.reading.links import evidence_links_markdown
 from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,8 @@ def ask(params: AskParams, settings: MabillonSettings | None = None) -> Evidence
     package = answer_task(retriever, params.question, None, provider, loop_params(settings, params),
                           StoreLayout.from_settings(settings).ensure(), principal,
                           ledger_for(settings, params))
-    create_markdown_artifact(key="ask-evidence", markdown=render_markdown(package),
+    create_markdown_artifact(key="ask-evidence", markdown=render_markdown(package)
+                             + evidence_links_markdown(package, settings.reading_room.url),
                              description="ranked evidence of one TRACE answer")
     return package
 

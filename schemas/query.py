@@ -445,6 +445,7 @@ class EvidencePackage(BaseModel):
     cost: Cost
     judge: JudgeInfo | None = None
     record: str | None = None
+    query_id: str | None = None  # the query record's id: the reading room's /queries/<query_id>
 
 
 class QueryRecord(BaseModel):
@@ -469,6 +470,9 @@ class QueryRecord(BaseModel):
     final: list[str]
     flags: list[str]
     cost: Cost
+    # the package's ranked documents as answered (citations with page, box and offsets), so the
+    # reading room can show the evidence of a record; redacted with the record on deletion
+    documents: list[EvidenceDocument] = Field(default_factory=list)
 
 
 EvidencePackage.model_rebuild()

@@ -191,6 +191,12 @@ class ReadingRoomSettings(BaseModel):
     url: str | None = None
     # A header a single-sign-on proxy sets to the principal's name; None (the default): not trusted.
     trusted_header: str | None = None
+    # The largest image (width × height) one IIIF request may ask for; larger answers 400.
+    max_pixels: int = Field(default=12_000_000, ge=1)
+    # Digital PDF pages have no recorded render DPI (no OCR ran); they are served at this one.
+    pdf_dpi: int = Field(default=150, ge=36, le=600)
+    # Encoded image responses kept in memory, by revision, page and request.
+    cache_mb: int = Field(default=256, ge=0)
 
 
 class MabillonSettings(BaseSettings):

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "flows.cli.eval",
     "flows.cli.judge",
     "flows.cli.serve",
+    "flows.cli.reading_room",
 ]
 
 

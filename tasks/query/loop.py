@@ -83,6 +83,7 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
     package = evidence_package(ctx, run, ranking, _lineage(layout, retriever.generation),
                                question_id, started)
     if layout is not None:
+        package.query_id = new_query_id(question)  # the reading room's /queries/<query_id>
         record = query_record(ctx, run, ranking, package, _principal(principal, retriever))
         package.record = str(write_record(layout, record))
     return package
@@ -294,13 +295,14 @@ def _ensure_seen(backend: SearchBackend, states: list[AgentState], docs: list[st
 def query_record(ctx: QuestionContext, run: SubQuestionsRun, ranking: Ranking,
                  package: EvidencePackage, principal: Principal | None) -> QueryRecord:
     return QueryRecord(
-        query_id=new_query_id(ctx.question), created_at=datetime.now(timezone.utc).isoformat(),
+        query_id=package.query_id, created_at=datetime.now(timezone.utc).isoformat(),
         question=Question(question=ctx.question, question_id=package.question_id),
         principal=principal, generation=package.generation, space_id=package.space_id,
         provider=package.provider, model=package.model, judge=package.judge, params=ctx.params,
         plan_calls=run.plan_calls, sub_questions=run.executed, warm_starts=run.warm_records,
         steps=[s for st in run.states for s in st.steps], calls=[*run.calls, *ranking.calls],
-        briefings=ctx.briefings, final=ranking.final, flags=package.flags, cost=package.cost)
+        briefings=ctx.briefings, final=ranking.final, flags=package.flags, cost=package.cost,
+        documents=package.documents)
 
 
 def _principal(given: Principal | dict[str, Any] | None, backend: SearchBackend) -> Principal | None:
