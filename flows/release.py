@@ -35,6 +35,8 @@ class ReleaseOptions(BaseModel):
     groups: list[str] | None = Field(None, description="access groups (default: ['public'])")
     promote: bool = Field(True, description="serve the new generation at once")
     reason: str = Field("ingest", description="recorded in the routing history")
+    defer: list[str] = Field(default_factory=list, description="file:// URIs of folder files left for "
+                                                               "the next run (still being written)")
 
 
 acquire, inspect, plan = timed("acquire", acquire_task), timed("inspect", inspect_task), timed("plan", plan_task)
@@ -47,7 +49,8 @@ def release_steps(paths: list[str], options: ReleaseOptions, settings: MabillonS
     layout, runner = StoreLayout.from_settings(settings).ensure(), RunnerShape.of_this_flow_run(settings)
     with serialised_release(layout), StageClock() as clock:
         base = serving_base(layout, settings.embedding)
-        acquired = acquire(paths, access_defaults(options, settings), layout, settings.storage, base.tombstones)
+        acquired = acquire(paths, access_defaults(options, settings), layout, settings.storage, base.tombstones,
+                           options.defer)
         screened = inspect(acquired, layout, settings.limits)
         work = plan(screened, base.tables.sources, base.current_revisions(), base.space_id, base.space.space_id)
         parsed = parse(work, layout, runner.parsing(settings), runner.fan_out(settings))
@@ -87,7 +90,10 @@ def access_defaults(options: ReleaseOptions, settings: MabillonSettings) -> Acce
 def publication(options: ReleaseOptions, settings: MabillonSettings) -> Publication:
     return Publication(promote=options.promote, reason=options.reason, actor=settings.actor,
                        target_tokens=settings.chunking.target_tokens,
-                       embedding_model=settings.embedding.model, crash_point=settings.test_crash_point)
+                       embedding_model=settings.embedding.model, index=settings.index,
+                       retrieval=settings.retrieval,
+                       limits={"inspection": settings.limits.model_dump(), "sandbox": settings.sandbox.model_dump()},
+                       crash_point=settings.test_crash_point)
 
 
 def run_counts(work: RunPlan, parsed: Parsed, runner: RunnerShape, clock: StageClock) -> RunCounts:

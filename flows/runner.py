@@ -92,7 +92,7 @@ class RunnerShape:
 
     def parsing(self, settings: MabillonSettings) -> ParseSettings:
         # one page at a time per task: the runner's threads or processes are the parallelism
-        return ParseSettings(ocr=settings.ocr.model_copy(update={"workers": 1}), limits=settings.limits)
+        return settings.parsing.model_copy(update={"ocr": settings.ocr.model_copy(update={"workers": 1})})
 
     def embedding(self, settings: MabillonSettings) -> EmbeddingSettings:
         if self.name == "dask" and settings.embedding.threads is None:

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.indexes import IndexSettings
 from schemas.query import LoopParams
 from schemas.retrieval import RetrievalSettings
 
@@ -52,13 +53,20 @@ class OcrSettings(BaseModel):
     min_text_layer_chars: int = 20
     # Tesseract page segmentation mode: 3 = automatic layout without orientation detection.
     page_segmentation: int = 3
-    # 3×3 median filter before OCR: scanner grain makes tesseract find nothing, and slowly.
+    # 3×3 median filter before OCR: scanner grain makes tesseract find nothing, and slowly
+    # (a grainy page never denoised spent 36 s in tesseract's layout analysis). ~13 ms a page.
     denoise: bool = True
-    # A page whose OCR runs longer than this is kept as empty with the reason, not retried.
-    page_timeout_s: int = 180
-    # OpenMP threads inside each tesseract process (0: tesseract's default, all cores). Page
-    # workers are the parallelism; OpenMP on top made OCR 3× slower on 2 shared cores.
+    # A page whose recognition runs longer than this is kept as empty with the reason, not
+    # retried. Tesseract's own deadline: it bounds recognition, not the layout analysis before.
+    page_timeout_s: float = 180
+    # Threads tesseract may use inside one page. The in-process engine (tesserocr's PyPI wheel,
+    # built without OpenMP) reads a page on exactly one thread, which is this default; page
+    # workers are the parallelism (OpenMP on top made OCR 3-6× slower on 2 shared cores).
+    # Kept so a configuration naming it still loads; a value above 1 is refused.
     tesseract_threads: int = 1
+    # Folder of tesseract's .traineddata files (fra, osd); None: the Debian/Ubuntu/Fedora/
+    # Homebrew locations (tasks/ingest/parse/ocr.py, TESSDATA_DIRS).
+    tessdata: str | None = None
     # Orientation (pages scanned sideways or upside down). A page is read as it is first; only
     # when that result looks wrong does tesseract's OSD run, and a turned page is read again,
     # keeping the result with the higher confidence. Measured on the 7 sample pages at 300 dpi,
@@ -77,12 +85,42 @@ class OcrSettings(BaseModel):
     # where OSD is unreliable. A wrong turn costs one more OCR: the confidence check rejects it.
     osd_min_confidence: float = 1.0
 
+    @field_validator("tesseract_threads")
+    @classmethod
+    def _one_thread_per_page(cls, value: int) -> int:
+        if value not in (0, 1):
+            raise ValueError("the in-process tesseract reads a page on one thread; use more OCR "
+                             "workers (MABILLON_OCR__WORKERS) for more parallelism")
+        return value
+
+
+class SandboxSettings(BaseModel):
+    """The child process that parses and OCRs untrusted files (tasks/ingest/sandbox.py): a crash
+    or a limit reached there quarantines that file, and the batch goes on. Recorded in every
+    generation's manifest."""
+
+    enabled: bool = True
+    # Address space one file's parse may add to what the child already holds (RLIMIT_AS).
+    max_memory_bytes: int = 2 << 30
+    # CPU seconds of the child per file (RLIMIT_CPU; tesseract runs in processes of its own,
+    # bounded by ocr.page_timeout_s). Rendering a 2000-page PDF for OCR takes about 400 s here.
+    max_cpu_s: int = 1800
+    # Wall seconds per file, for hangs that burn no CPU. A 2000-page scanned register (the
+    # page limit) OCRs at about 2.3 pages/s with two workers (docs/benchmarks.md): ~15 min.
+    max_wall_s: int = 3 * 3600
+    max_open_files: int = 256  # RLIMIT_NOFILE
+    recycle_after: int = 200  # files per child, so a slow leak in a native parser stays bounded
+    # The function the child runs on each file. Tests swap in one that really crashes.
+    parser: str = "tasks.ingest.parse:parse_revision"
+
 
 class ParseSettings(BaseModel):
-    """The slice of the settings a parser reads: how to OCR, and the limits renders must keep."""
+    """The slice of the settings a parse unit reads: how to OCR, the limits renders must keep,
+    and the sandbox the parsers run in."""
 
     ocr: OcrSettings = Field(default_factory=OcrSettings)
     limits: InspectionLimits = Field(default_factory=InspectionLimits)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
 
 
 class DaskSettings(BaseModel):
@@ -105,9 +143,10 @@ class DaskSettings(BaseModel):
 
 
 class LlmSettings(BaseModel):
-    """Which model decides in the query loop. No endpoint configured → the offline `rules`."""
+    """Which model decides in the query loop. No endpoint configured → the offline `learned`
+    judge (its model file packaged with the code), or `rules` when that file is unusable."""
 
-    provider: str | None = None  # openai | rules | replay | llamacpp; None → by base_url
+    provider: str | None = None  # openai | learned | rules | replay | llamacpp; None → by base_url
     base_url: str | None = None  # an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1
     model: str | None = None
     api_key: SecretStr | None = None  # MABILLON_LLM__API_KEY
@@ -122,6 +161,8 @@ class LlmSettings(BaseModel):
     max_tokens_per_question: int = 400_000
     replay_path: Path | None = None  # recorded responses for the replay provider
     gguf_path: Path | None = None  # llamacpp: a local GGUF (default: the packaged gemma3 270m)
+    # learned: the judge's model file (default: tasks/llm/judge.joblib, `mabillon train-judge`)
+    judge_path: Path | None = None
 
 
 class ExpectationConfig(BaseModel):
@@ -171,6 +212,9 @@ class ServeSettings(BaseModel):
     ingest_cron: str | None = None  # e.g. "*/15 * * * *"; None: scheduled ingest runs on demand only
     host: str = "127.0.0.1"
     port: int = 4200
+    # A `process` work pool on the server (deploy/stack.py starts one with its workers): the
+    # deployments are registered to it and its workers run them; None: `serve` runs them itself.
+    work_pool: str | None = None
 
 
 class ReadingRoomSettings(BaseModel):
@@ -183,6 +227,12 @@ class ReadingRoomSettings(BaseModel):
     url: str | None = None
     # A header a single-sign-on proxy sets to the principal's name; None (the default): not trusted.
     trusted_header: str | None = None
+    # The largest image (width × height) one IIIF request may ask for; larger answers 400.
+    max_pixels: int = Field(default=12_000_000, ge=1)
+    # Digital PDF pages have no recorded render DPI (no OCR ran); they are served at this one.
+    pdf_dpi: int = Field(default=150, ge=36, le=600)
+    # Encoded image responses kept in memory, by revision, page and request.
+    cache_mb: int = Field(default=256, ge=0)
 
 
 class MabillonSettings(BaseSettings):
@@ -201,6 +251,7 @@ class MabillonSettings(BaseSettings):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     limits: InspectionLimits = Field(default_factory=InspectionLimits)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     # Where the release's tasks run: "local" (threads of this process; no server, no cluster)
     # or "dask" (prefect-dask on a LocalCluster of worker processes, or dask.address).
     runner: Literal["local", "dask"] = "local"
@@ -208,6 +259,7 @@ class MabillonSettings(BaseSettings):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     query: LoopParams = Field(default_factory=LoopParams)
     serve: ServeSettings = Field(default_factory=ServeSettings)
@@ -255,4 +307,4 @@ class MabillonSettings(BaseSettings):
 
     @property
     def parsing(self) -> ParseSettings:
-        return ParseSettings(ocr=self.ocr, limits=self.limits)
+        return ParseSettings(ocr=self.ocr, limits=self.limits, sandbox=self.sandbox)

@@ -81,8 +81,9 @@ def parse_key(ocr: OcrSettings) -> str:
 def textless_reason(doc: ParsedDocument) -> str | None:
     """Why a parsed document cannot be published (no text on any page), or None.
 
-    Such a document would reach the index as a source nobody can find; it is quarantined with
-    what its pages say instead (a blank scan, a damaged PDF whose content was lost).
+    Such a document would reach the index as a source nobody can find, and its empty chunk
+    batch used to sink the whole release in the tokenizer; it is quarantined with what its
+    pages say instead (a blank scan, a damaged PDF whose content was lost).
     """
     if any(p.raw_text.strip() for p in doc.pages):
         return None

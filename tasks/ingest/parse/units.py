@@ -6,9 +6,11 @@ Prefect task run on a Dask worker costs about 0.1-0.2 s), and so that every work
 with the local runner a unit is about one page, on Dask `pages_per_task` pages. Prefect and
 Dask schedule the units; a worker that dies is replaced and its unit run again elsewhere.
 
-What a parser refuses, or fails on, is quarantined with the reason; a unit whose worker died
-every time it ran is split into its pieces, and a piece that still kills its worker is
-quarantined as "parser crashed". Pages are cached as they are parsed, documents when whole, so
+Every piece is read in the parser sandbox (tasks/ingest/sandbox.py), a child process of the
+worker with limits, on both runners: what a parser refuses, fails on, crashes on ("parser
+crashed: SIGSEGV") or exhausts is quarantined with the reason. Should a worker die all the same
+(killed, out of memory outside the child), a unit whose worker died every time it ran is split
+into its pieces, and a piece that still kills its worker is quarantined as "parser crashed". Pages are cached as they are parsed, documents when whole, so
 a rerun after a crash resumes where it stopped.
 """
 from __future__ import annotations
@@ -24,8 +26,9 @@ from schemas.lineage import ParsedDocument, Revision
 from schemas.settings import ParseSettings
 from tasks.ingest.changes import RunPlan
 from tasks.ingest.crash_points import crash_point
-from tasks.ingest.parse import is_paged, parse_key, parse_revision, textless_reason
+from tasks.ingest.parse import is_paged, parse_key, textless_reason
 from tasks.ingest.parse.errors import ParseRefused
+from tasks.ingest.sandbox import parse_untrusted
 from tasks.progress import StageProgress
 from tasks.store.blobs import read_blob
 from tasks.store.cache import drop_parsed_pages, load_parsed, save_parsed
@@ -120,8 +123,8 @@ def _merge_pages(unit: list[ParsePiece]) -> list[ParsePiece]:
 
 def read_piece(data: bytes, piece: ParsePiece, pages: Sequence[int] | None,
                settings: ParseSettings) -> ParsedDocument:
-    """The one call into the parsers: a sandbox around them replaces this line alone."""
-    return parse_revision(data, piece.revision, settings, pages)
+    """The one call into the parsers: in the sandbox's child process, under settings.sandbox."""
+    return parse_untrusted(data, piece.revision, settings, pages)
 
 
 def parse_piece(piece: ParsePiece, layout: StoreLayout, settings: ParseSettings, key: str) -> PieceResult:
