@@ -1,5 +1,6 @@
 """The Dask runner's own guarantees: models loaded once per worker, and a file that kills every
-worker that parses it quarantined as "parser crashed" while the rest of the batch is published."""
+worker that parses it quarantined as "parser crashed" while the rest of the batch is published, and
+the parser sandbox on the workers."""
 from __future__ import annotations
 
 import os
@@ -87,5 +88,45 @@ def test_a_file_that_kills_every_worker_is_quarantined_and_the_batch_is_publishe
     assert [(Path(q.uri).name, q.reason.split(":")[0]) for q in result.quarantined] == \
         [("poison.txt", "parser crashed")]
     assert result.published and result.counts.sources == len(names)
+    served = open_generation_table(StoreLayout.from_settings(settings), result.generation).to_arrow()
+    assert sorted(set(served["doc_id"].to_pylist())) == names
+
+
+def test_on_dask_workers_the_parser_sandbox_quarantines_a_crash_and_the_batch_is_published(
+        tmp_path: Path, home: Path, dask_cluster):
+    """The parse units run on the workers, and each worker reads them in its own sandbox child:
+    a segfault and a runaway allocation there are quarantined with their reasons, the worker
+    lives on, and the rest of the batch is published."""
+    from schemas.settings import SandboxSettings
+    from tests.hostile.crashers import ENTRY
+
+    folder = tmp_path / "versement"
+    folder.mkdir()
+    names = [f"lettre-{i:02d}" for i in range(6)]
+    for name in names:
+        (folder / f"{name}.txt").write_text(f"Monsieur le Préfet, voici la lettre {name} du registre.", "utf-8")
+    (folder / "crash.txt").write_bytes(b"SEGV Monsieur le Maire, la lettre qui fait tomber le parseur.")
+    (folder / "hoard.txt").write_bytes(b"ALLOC Monsieur le Maire, la lettre qui remplit la memoire.")
+
+    def children_started() -> int:
+        from tasks.ingest import sandbox
+
+        return sandbox._POOL.started
+
+    with Client(dask_cluster.scheduler_address) as client:
+        before = client.run(children_started)
+        workers = set(client.scheduler_info()["workers"])
+        settings = dask_settings(home, dask_cluster,
+                                 sandbox=SandboxSettings(parser=ENTRY, max_memory_bytes=512 << 20))
+        result = release(paths=[str(folder)], settings=settings)
+        after = client.run(children_started)
+        assert set(client.scheduler_info()["workers"]) == workers  # no worker died for it
+    reasons = {Path(q.uri).name: q.reason for q in result.quarantined}
+    assert sorted(reasons) == ["crash.txt", "hoard.txt"]
+    assert reasons["crash.txt"] == "parser crashed: SIGSEGV"
+    assert reasons["hoard.txt"].startswith("over the 512 MiB memory limit")
+    assert result.published and result.counts.sources == len(names)
+    # the children were started on the workers (a fresh one after each crash), not in the flow
+    assert sum(after.values()) - sum(before.get(w, 0) for w in after) >= 2
     served = open_generation_table(StoreLayout.from_settings(settings), result.generation).to_arrow()
     assert sorted(set(served["doc_id"].to_pylist())) == names
