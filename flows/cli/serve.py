@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import _thread
 import argparse
+import contextlib
 import logging
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -15,9 +17,11 @@ from schemas.settings import MabillonSettings
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("serve", parents=[common],
-                       help="start a Prefect server (unless PREFECT_API_URL is set) and serve the "
-                            "ingest, operate, ask and evaluate deployments")
+    from flows.cli.main import add_command
+
+    p = add_command(sub, common, "serve", "start a Prefect server (unless PREFECT_API_URL is set), "
+                    "serve the ingest, operate, ask and evaluate deployments, and answer "
+                    "`mabillon ask` warm", 'mabillon serve --drop-folder inbox/ --ingest-cron "*/15 * * * *"')
     p.add_argument("--host", help="bind address of a server started here (default: settings, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port of a server started here (default: settings, 4200)")
     p.add_argument("--drop-folder", help="folder or s3://bucket/prefix ingested by the scheduled-ingest "
@@ -25,6 +29,8 @@ def register(sub, common) -> None:
     p.add_argument("--uri-list", help="file of paths / file:// / s3:// URIs ingested by scheduled-ingest")
     p.add_argument("--ingest-cron", help='schedule of scheduled-ingest, e.g. "*/15 * * * *"')
     p.add_argument("--limit", type=int, help="flow runs executed at once by this process")
+    p.add_argument("--no-auth", action="store_true",
+                   help="start the server without Prefect's basic authentication (loopback only)")
     p.set_defaults(func=cmd_serve)
 
 
@@ -43,36 +49,101 @@ def drop_folder_from(value: str | None) -> str | None:
     return str(Path(value).resolve())
 
 
+def auth_string_for(args: argparse.Namespace, settings: MabillonSettings) -> str | None:
+    """The basic-auth string of a server started here: the configured one, else a new one."""
+    if getattr(args, "no_auth", False):
+        if settings.serve.host not in ("127.0.0.1", "localhost", "::1"):
+            from flows.cli.errors import CliError, Exit
+
+            raise CliError(f"--no-auth on {settings.serve.host} would let anyone on the network "
+                           "act as an operator", Exit.USAGE, "bind 127.0.0.1, or keep the authentication")
+        return None
+    if settings.serve.auth_string is not None:
+        return settings.serve.auth_string.get_secret_value()
+    return os.environ.get("PREFECT_SERVER_API_AUTH_STRING") or f"mabillon:{secrets.token_urlsafe(18)}"
+
+
 def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
-    from prefect.settings import PREFECT_HOME
+    """Start, in order: the Prefect server (or use PREFECT_API_URL's), the warm query service,
+    the serve-state file, then register and serve the deployments; stop in reverse. Each part is
+    a context in one ExitStack, so adding one (a reading room, a worker pool) is one more line."""
+    from flows.prefect_server import start_server
+    from flows.run_logging import HANDLER_ENV
 
-    from flows.serve import build_deployments, configured_api_url, serve_deployments, start_server
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("flows").setLevel(logging.INFO)
     settings = serve_settings_from(args, settings)
     # Flow runs are child processes that build their settings from the environment.
     os.environ["MABILLON_HOME"] = str(settings.home)
-    api_url, server = configured_api_url(), None
-    if api_url is None:
-        log_path = Path(PREFECT_HOME.value()) / "mabillon-server.log"
-        server = start_server(settings.serve.host, settings.serve.port, log_path)
-        api_url = server.api_url
-    deployments = build_deployments(settings.serve)
-    names = ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
-    sys.stdout.write(f"Prefect UI: {api_url.removesuffix('/api')}\nserving: {names}\n")
-    sys.stdout.flush()
-    # SIGTERM stops like Ctrl-C, so the server started here never outlives this process.
-    stop = StopOnSignal()
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        serve_deployments(deployments, api_url, args.limit)
-    except KeyboardInterrupt:
-        pass  # a requested stop is a clean exit
-    finally:
-        stop.serving = False
-        if server is not None:
-            server.stop()
+    os.environ.update(HANDLER_ENV)  # runs log to the UI without tracebacks or server paths
+    with contextlib.ExitStack() as stack:
+        api_url = os.environ.get("PREFECT_API_URL")
+        auth = os.environ.get("PREFECT_API_AUTH_STRING") if api_url else None
+        if not api_url:
+            auth = auth_string_for(args, settings)
+            prefect_home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect")
+            server = start_server(settings.serve.host, settings.serve.port,
+                                  prefect_home / "mabillon-server.log", auth_string=auth)
+            stack.callback(server.stop)
+            api_url = server.api_url
+            # before Prefect is imported here: its client reads these once
+            os.environ.update(server.client_env())
+        service = stack.enter_context(query_service(settings))
+        stack.enter_context(serve_state(settings, api_url, auth, service))
+        from flows.serve import build_deployments, serve_deployments
+
+        deployments = build_deployments(settings)
+        ui = api_url.removesuffix("/api")
+        names = ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
+        sys.stdout.write(f"Prefect UI: {ui}\n"
+                         + (f"sign in with: {auth}  (kept in {settings.manifests}/.serve.json)\n"
+                            if auth and not settings.serve.auth_string and not os.environ.get(
+                                "PREFECT_SERVER_API_AUTH_STRING") else "")
+                         + f"serving: {names}\n")
+        sys.stdout.flush()
+        # SIGTERM stops like Ctrl-C, so the server started here never outlives this process.
+        stop = StopOnSignal()
+        signal.signal(signal.SIGTERM, stop)
+        stack.callback(setattr, stop, "serving", False)
+        try:
+            serve_deployments(deployments, api_url, args.limit, settings)
+        except KeyboardInterrupt:
+            pass  # a requested stop is a clean exit
     return 0
+
+
+@contextlib.contextmanager
+def query_service(settings: MabillonSettings):
+    if not settings.serve.query_service:
+        yield None
+        return
+    from flows.query_service import QueryService
+
+    service = QueryService(settings).start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+@contextlib.contextmanager
+def serve_state(settings: MabillonSettings, api_url: str, auth: str | None, service):
+    """The home's serve-state file, for the commands run while this serve is up."""
+    import socket
+    from datetime import datetime, timezone
+
+    from schemas.serving import ServeState
+    from tasks.store.serve_state import clear_serve_state, write_serve_state
+
+    settings.manifests.mkdir(parents=True, exist_ok=True)
+    write_serve_state(settings.manifests, ServeState(
+        pid=os.getpid(), host=socket.gethostname(), started_at=datetime.now(timezone.utc),
+        home=str(settings.home), api_url=api_url, ui_url=api_url.removesuffix("/api"),
+        api_auth_string=auth, query_url=service.url if service else None,
+        query_key=service.key if service else None))
+    try:
+        yield
+    finally:
+        clear_serve_state(settings.manifests, os.getpid())
 
 
 class StopOnSignal:
