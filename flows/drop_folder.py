@@ -14,10 +14,12 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
+from flows.artifacts.generations import publish_generations
 from flows.release import ReleaseOptions, release
 from flows.run_names import ingest_run_name
 from schemas.generation import IngestResult
 from schemas.settings import MabillonSettings
+from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
 
@@ -119,4 +121,6 @@ def scheduled_ingest(params: ScheduledIngestParams,
     result = release(inputs.paths, params.options, settings) if inputs.paths else None
     create_markdown_artifact(key="scheduled-ingest", markdown=summary_markdown(inputs, result),
                              description="inputs and outcome of one scheduled ingest")
+    # shown on this run too, not only on its `release` subflow run
+    publish_generations(StoreLayout.from_settings(settings))
     return result

@@ -24,7 +24,7 @@ OFFLINE_ENV = {  # models and analytics stay local: no hub lookups, no usage pin
 }
 QUIET_ENV = {  # no progress bars, banners or notices of their own (undone by -v / --debug)
     "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
-    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1", "LANCE_LOG": "error",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1", "LANCE_LOG": "error", "LANCEDB_LOG": "error",
     # Prefect's console handler (banners, run logs) goes quiet; its loggers keep their level,
     # so the runs of a command still send their logs to a Prefect server's UI.
     "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "CRITICAL",

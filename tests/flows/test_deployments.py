@@ -16,7 +16,8 @@ from prefect.client.schemas.objects import StateType
 from flows.drop_folder import ScheduledIngestParams, collect_inputs, read_uri_list
 from flows.serve import build_deployments, reachable_definitions
 from schemas.settings import PROJECT_ROOT, ServeSettings
-from tests.flows.conftest import (INGEST_CRON, MABILLON, OPERATOR_TOKEN, SERVED, api, artifacts_of,
+from tests.flows.conftest import (INGEST_CRON, MABILLON, OPERATOR_TOKEN, SERVED, TENANT_B_TOKEN, api,
+                                  artifacts_of,
                                   free_port, run_through_api, stop_group, wait_for_deployments)
 
 NEW_RECORD = {"doc_id": "temps-1887-03-05", "corpus": "le_temps", "date": "1887-03-05",
@@ -207,15 +208,19 @@ def test_scheduled_ingest_run_publishes_what_lands_in_the_drop_folder(prefect_se
     table = json.loads(artifacts["generations"]["data"])
     assert [r["generation"] for r in table] == ["g0003", "g0002", "g0001"]
     assert [r["status"] for r in table][:2] == ["serving", "retired (kept: can be promoted again)"]
-    assert "g0002 → g0003" in artifacts["last-diff"]["data"] and "+ temps-1887-03-05" in artifacts["last-diff"]["data"]
+    assert "g0002 → g0003" in artifacts["last-diff"]["data"] and "  + week-10" in artifacts["last-diff"]["data"]
 
 
 @pytest.mark.slow
 def test_operator_deployments_refuse_a_run_without_an_operator_token(prefect_server, served_home,
                                                                      scheduled_ingest_run):
     before = serving_generation(served_home)
-    for params in ({"reason": "no token", "operator": "Mallory"},
-                   {"reason": "wrong token", "operator": "Mallory", "operator_token": "guess"}):
+    # the form requires the token: without one the API does not even create the run
+    with pytest.raises(Exception, match="operator_token"):
+        run_through_api(prefect_server, "rollback/rollback",
+                        {"params": {"reason": "no token", "operator": "Mallory"}})
+    for params in ({"reason": "wrong token", "operator": "Mallory", "operator_token": "guess"},
+                   {"reason": "a reader's token", "operator": "Mallory", "operator_token": TENANT_B_TOKEN}):
         run = run_through_api(prefect_server, "rollback/rollback", {"params": params})
         assert run.state.type == StateType.FAILED
         failure = artifacts_of(prefect_server, run.id)["failure"]["data"]

@@ -39,6 +39,7 @@ def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serv
             sign_in(page, prefect_server.ui_url)
             page.get_by_role("link", name="ask", exact=True).first.click()
             page.wait_for_url(re.compile(r"/deployments/deployment/"))
+            page.get_by_text("Description", exact=True).first.click()
             expect(page.get_by_text("For researchers: ask a question").first).to_be_visible()
             page.get_by_role("button", name="Run", exact=True).first.click()
             page.get_by_text("Custom run").first.click()
