@@ -123,7 +123,7 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
                                     quarantined, chunk_plan.segmenter,
                                     {"target_tokens": settings.chunking.target_tokens,
                                      "content_limit": chunk_plan.content_limit},
-                                    settings.embedding.model)
+                                    settings.embedding.model, settings.index, settings.retrieval)
         _publish_artifacts(generation, report, run, quarantined)
         if options.promote:
             switch_to(layout, manifest, settings.actor, options.reason,

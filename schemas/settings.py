@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.indexes import IndexSettings
 from schemas.query import LoopParams
 from schemas.retrieval import RetrievalSettings
 
@@ -44,13 +45,20 @@ class OcrSettings(BaseModel):
     min_text_layer_chars: int = 20
     # Tesseract page segmentation mode: 3 = automatic layout without orientation detection.
     page_segmentation: int = 3
-    # 3×3 median filter before OCR: scanner grain makes tesseract find nothing, and slowly.
+    # 3×3 median filter before OCR: scanner grain makes tesseract find nothing, and slowly
+    # (a grainy page never denoised spent 36 s in tesseract's layout analysis). ~13 ms a page.
     denoise: bool = True
-    # A page whose OCR runs longer than this is kept as empty with the reason, not retried.
-    page_timeout_s: int = 180
-    # OpenMP threads inside each tesseract process (0: tesseract's default, all cores). Page
-    # workers are the parallelism; OpenMP on top made OCR 3× slower on 2 shared cores.
+    # A page whose recognition runs longer than this is kept as empty with the reason, not
+    # retried. Tesseract's own deadline: it bounds recognition, not the layout analysis before.
+    page_timeout_s: float = 180
+    # Threads tesseract may use inside one page. The in-process engine (tesserocr's PyPI wheel,
+    # built without OpenMP) reads a page on exactly one thread, which is this default; page
+    # workers are the parallelism (OpenMP on top made OCR 3-6× slower on 2 shared cores).
+    # Kept so a configuration naming it still loads; a value above 1 is refused.
     tesseract_threads: int = 1
+    # Folder of tesseract's .traineddata files (fra, osd); None: the Debian/Ubuntu/Fedora/
+    # Homebrew locations (tasks/ingest/parse/ocr.py, TESSDATA_DIRS).
+    tessdata: str | None = None
     # Orientation (pages scanned sideways or upside down). A page is read as it is first; only
     # when that result looks wrong does tesseract's OSD run, and a turned page is read again,
     # keeping the result with the higher confidence. Measured on the 7 sample pages at 300 dpi,
@@ -68,6 +76,14 @@ class OcrSettings(BaseModel):
     # pages at 200–300 dpi (2.2 on a five-word line); wrong answers ≤ 0.96, on 150-dpi pages
     # where OSD is unreliable. A wrong turn costs one more OCR: the confidence check rejects it.
     osd_min_confidence: float = 1.0
+
+    @field_validator("tesseract_threads")
+    @classmethod
+    def _one_thread_per_page(cls, value: int) -> int:
+        if value not in (0, 1):
+            raise ValueError("the in-process tesseract reads a page on one thread; use more OCR "
+                             "workers (MABILLON_OCR__WORKERS) for more parallelism")
+        return value
 
 
 class LlmSettings(BaseModel):
@@ -142,6 +158,9 @@ class ServeSettings(BaseModel):
     auth_string: SecretStr | None = None
     # The warm query service `mabillon ask` uses while serve runs (loopback only).
     query_service: bool = True
+    # A `process` work pool on the server (deploy/stack.py starts one with its workers): the
+    # deployments are registered to it and its workers run them; None: `serve` runs them itself.
+    work_pool: str | None = None
 
 
 class ReadingRoomSettings(BaseModel):
@@ -175,6 +194,7 @@ class MabillonSettings(BaseSettings):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     query: LoopParams = Field(default_factory=LoopParams)
     serve: ServeSettings = Field(default_factory=ServeSettings)

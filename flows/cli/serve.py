@@ -31,6 +31,9 @@ def register(sub, common) -> None:
     p.add_argument("--limit", type=int, help="flow runs executed at once by this process")
     p.add_argument("--no-auth", action="store_true",
                    help="start the server without Prefect's basic authentication (loopback only)")
+    p.add_argument("--work-pool", help="register the deployments to this process work pool on the "
+                                       "server PREFECT_API_URL names and return: its workers run "
+                                       "them (deploy/stack.py starts both)")
     p.set_defaults(func=cmd_serve)
 
 
@@ -38,7 +41,8 @@ def serve_settings_from(args: argparse.Namespace, settings: MabillonSettings) ->
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port),
                                    ("drop_folder", drop_folder_from(args.drop_folder)),
                                    ("uri_list", Path(args.uri_list).resolve() if args.uri_list else None),
-                                   ("ingest_cron", args.ingest_cron)) if v is not None}
+                                   ("ingest_cron", args.ingest_cron),
+                                   ("work_pool", getattr(args, "work_pool", None))) if v is not None}
     return settings.model_copy(update={"serve": settings.serve.model_copy(update=overrides)})
 
 
@@ -72,6 +76,8 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
 
     logging.getLogger("flows").setLevel(logging.INFO)
     settings = serve_settings_from(args, settings)
+    if settings.serve.work_pool:
+        return register_to_work_pool(settings)
     # Flow runs are child processes that build their settings from the environment.
     os.environ["MABILLON_HOME"] = str(settings.home)
     os.environ.update(HANDLER_ENV)  # runs log to the UI without tracebacks or server paths
@@ -144,6 +150,23 @@ def serve_state(settings: MabillonSettings, api_url: str, auth: str | None, serv
         yield
     finally:
         clear_serve_state(settings.manifests, os.getpid())
+
+
+def register_to_work_pool(settings: MabillonSettings) -> int:
+    """`serve --work-pool`: register the deployments for the pool's workers; start nothing."""
+    from flows.serve import build_deployments, configured_api_url, register_to_pool
+
+    api_url = configured_api_url()
+    if api_url is None:
+        from flows.cli.errors import CliError, Exit
+
+        raise CliError("--work-pool registers to a running server: set PREFECT_API_URL to the "
+                       "server whose workers poll the pool", Exit.USAGE, "deploy/stack.py prints it")
+    names = register_to_pool(build_deployments(settings), api_url, settings.serve.work_pool,
+                             settings.home)
+    sys.stdout.write(f"Prefect UI: {api_url.removesuffix('/api')}\n"
+                     f"registered to work pool {settings.serve.work_pool}: {', '.join(names)}\n")
+    return 0
 
 
 class StopOnSignal:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -49,6 +50,39 @@ def allowed_mask(chunks_table: pa.Table, principal: Principal,
         hit = pc.is_in(chunks_table.column("doc_id"), value_set=pa.array(excluded, pa.string()))
         mask &= ~pc.fill_null(hit, False).to_numpy(zero_copy_only=False)
     return mask
+
+
+@dataclass(frozen=True)
+class AllowedSet:
+    """What one principal may see in one generation, in the two forms the channels apply
+    before any scoring: a mask over the view's rows and the same policy as a Lance filter."""
+
+    mask: np.ndarray
+    where: str
+
+    @property
+    def count(self) -> int:
+        return int(self.mask.sum())
+
+
+def allowed_set(view, principal: Principal, excluded_doc_ids: Iterable[str] = ()) -> AllowedSet:
+    """The prefilter of every channel: the principal's tenant and groups against each access
+    class of the generation (`view.access_classes`), minus excluded (tombstoned) documents.
+
+    The one place the allowed set is built; a further condition (a validity time, say) is
+    added here, to the mask and the clause together.
+    """
+    check_principal(principal)
+    groups = set(principal.groups)
+    visible = np.array([bool(c.tenant) and c.tenant == principal.tenant and bool(groups & set(c.groups))
+                        for c in view.access_classes] + [False], dtype=bool)
+    mask = visible[view.access_codes]  # NO_POLICY (-1) reads the trailing False
+    excluded = sorted(set(excluded_doc_ids))
+    if excluded:
+        codes = np.flatnonzero(np.isin(view.doc_ids, np.asarray(excluded, dtype=object)))
+        if codes.size:
+            mask &= ~np.isin(view.doc_codes, codes)
+    return AllowedSet(mask=mask, where=allowed_where(principal, excluded))
 
 
 def sql_literal(value: str) -> str:

@@ -70,7 +70,8 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
     retriever = TimedBackend(retriever)
     ctx = QuestionContext(question=question, backend=retriever, provider=provider, ledger=ledger,
                           params=params, corpora=list(retriever.corpora()))
-    flags: list[str] = []
+    # how the generation was searched, when not as its manifest records (an index missing)
+    flags: list[str] = list(getattr(retriever, "index_flags", ()))
     states: list[AgentState] = []
     warm_records: list[ChannelResult] = []
     calls: list[LlmCallRecord] = []

@@ -10,6 +10,7 @@ import pytest
 
 from flows.ask import AskParams, ask
 from flows.release import ReleaseOptions, release
+from schemas.indexes import IndexSettings
 from schemas.retrieval import AccessDenied
 from schemas.settings import LlmSettings
 from tasks.llm.registry import make_provider
@@ -49,14 +50,22 @@ class RecordingProvider:
         return self.inner.complete(request)
 
 
-@pytest.fixture
-def two_tenants(tmp_path: Path, home: Path):
+# Every test runs on a generation searched exactly and on one with the ANN index forced on
+# (threshold 0, no exact path for few allowed rows): the prefilter must hold for both.
+ANN_FORCED = IndexSettings(ann_min_rows=0, exact_below_allowed=0)
+
+
+@pytest.fixture(params=["exact", "ann"])
+def two_tenants(request, tmp_path: Path, home: Path):
     (home / "principals.json").write_text(json.dumps({
         "alice": {"tenant": "tenant-a", "groups": ["public"]},
         "bob": {"tenant": "tenant-b", "groups": ["public"]}}), "utf-8")
-    settings = settings_for(home)
+    settings = settings_for(home, **({"index": ANN_FORCED} if request.param == "ann" else {}))
     export = write_records(tmp_path / "x.jsonl", [*SAMPLE_RECORDS, SECRET])
     release(paths=[str(export)], options=ReleaseOptions(tenant="tenant-a"), settings=settings)
+    if request.param == "ann":  # the index is really there and really used
+        r = Retriever.open(settings, resolve_principal(settings, "alice"))
+        assert r.dense_plan.use_index(1) and not r.index_flags
     time.sleep(0.05)
     return settings, time.time()
 
