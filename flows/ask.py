@@ -44,7 +44,14 @@ def provider_task(settings: MabillonSettings, name: str | None) -> Provider:
     return make_provider(settings.llm, name, api_key(settings))
 
 
-@task(name="answer", cache_policy=NONE, task_run_name="answer-{question_id}")
+def _answer_run_name() -> str:
+    from prefect.runtime import task_run
+
+    question_id = task_run.parameters.get("question_id")
+    return f"answer-{question_id}" if question_id else "answer"
+
+
+@task(name="answer", cache_policy=NONE, task_run_name=_answer_run_name)
 def answer_task(retriever, question: str, question_id: str | None, provider: Provider,
                 params: LoopParams, layout: StoreLayout, principal: Principal,
                 ledger: Ledger) -> EvidencePackage:

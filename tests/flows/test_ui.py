@@ -76,7 +76,10 @@ def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serv
             # the passage itself, with the question's words marked, is on the page
             passage = page.locator("blockquote").filter(has_text="renvoyé à jeudi").first
             expect(passage).to_be_visible()
-            assert passage.locator("strong").filter(has_text="blés").count() >= 1
+            # the question's words are marked: drawn bold inside the passage
+            assert passage.evaluate(
+                "el => [...el.querySelectorAll('*')].some(n => n.textContent.trim() === 'blés'"
+                " && parseInt(getComputedStyle(n).fontWeight) >= 600)"), passage.inner_html()
             expect(page.get_by_role("heading", name=re.compile("débat sur les blés"))).to_be_visible()
             expect(page.get_by_role("link", name="lineage").first).to_be_visible()
             page.screenshot(path=str(tmp_path / "ask-evidence.png"), full_page=True)
