@@ -40,8 +40,9 @@ class AskOptions(BaseModel):
     generation: str | None = Field(SERVING, title="Generation",
                                    description="which published index to search")
     provider: str | None = Field(AUTO, title="Judge", description="who reviews the passages: "
-                                 "auto (the server's choice), rules (offline), openai (the "
-                                 "configured endpoint), replay, llamacpp")
+                                 "auto (the server's choice: openai when an endpoint is set, else "
+                                 "learned), learned (the offline trained judge), rules (offline), "
+                                 "openai (the configured endpoint), replay, llamacpp")
     budgets: AskBudgets | None = Field(None, title="Advanced: budgets",
                                        description="leave empty for the server's defaults")
     # In-process callers only (the CLI, tests): a deployment run never trusts a typed name.

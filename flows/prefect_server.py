@@ -45,14 +45,19 @@ class PrefectServer:
 
     def stop(self, timeout_s: float = 20) -> None:
         """Stop the server and its workers (the whole process group)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout_s)
+        stop_group(self.process, timeout_s)
+
+
+def stop_group(process: subprocess.Popen | None, timeout_s: float = 20) -> None:
+    """SIGTERM a child's process group, SIGKILL it if it has not gone within `timeout_s`."""
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout_s)
 
 
 def api_url_for(host: str, port: int) -> str:

@@ -45,6 +45,8 @@ class ReleaseOptions(BaseModel):
     groups: list[str] | None = Field(None, description="access groups (default: ['public'])")
     promote: bool = Field(True, description="serve the new generation at once")
     reason: str = Field("ingest", description="recorded in the routing history")
+    defer: list[str] = Field(default_factory=list, description="file:// URIs of folder files left for "
+                                                               "the next run (still being written)")
 
 
 def _publish_artifacts(generation: str, report: ReconcileReport, run: RunCounts, quarantined) -> None:
@@ -82,7 +84,8 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
 
     with serialised_release(layout):
         serving, base, base_space_id = load_serving(layout, space)
-        revisions, quarantined = acquire_task([str(p) for p in paths], defaults, layout, settings.storage)
+        revisions, quarantined = acquire_task([str(p) for p in paths], defaults, layout, settings.storage,
+                                              options.defer)
         revisions, refused = refuse_tombstoned(revisions, read_tombstones(layout))
         quarantined += refused
         accepted, refused = inspect_task(revisions, layout, settings)
@@ -123,7 +126,9 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
                                     quarantined, chunk_plan.segmenter,
                                     {"target_tokens": settings.chunking.target_tokens,
                                      "content_limit": chunk_plan.content_limit},
-                                    settings.embedding.model, settings.index, settings.retrieval)
+                                    settings.embedding.model, settings.index, settings.retrieval,
+                                    {"inspection": settings.limits.model_dump(),
+                                     "sandbox": settings.sandbox.model_dump()})
         _publish_artifacts(generation, report, run, quarantined)
         if options.promote:
             switch_to(layout, manifest, settings.actor, options.reason,

@@ -143,6 +143,8 @@ class GenerationManifest(BaseModel):
     segmenter: str
     parsers: dict[str, str] = Field(default_factory=dict)
     chunking: dict = Field(default_factory=dict)
+    # Inspection limits and the parser sandbox's limits this generation was parsed under.
+    limits: dict = Field(default_factory=dict)
     validation: dict = Field(default_factory=dict)
     pinned: bool = False
     # Source ids removed physically after deletion (the generation's data was rewritten without them).

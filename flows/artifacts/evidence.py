@@ -100,12 +100,15 @@ def _where(d: EvidenceDocument) -> str:
 
 
 def evidence_markdown(package: EvidencePackage, titles: dict[str, str | None],
-                      links: dict[str, tuple[str, str] | None], readable: int = READABLE) -> str:
+                      links: dict[str, tuple[str, str] | None],
+                      answer_links: list[tuple[str, str]] = (), readable: int = READABLE) -> str:
     p = package
     head = [f"# {_escape(p.question)}", "",
             f"{len(p.documents)} documents from generation `{p.generation}`; "
             f"{len(p.accepted)} accepted as evidence by **{p.provider}**"
             f"{' (' + p.model + ')' if p.model else ''}; answered in {p.cost.total_s:.1f} s.", ""]
+    if answer_links:
+        head += [" · ".join(f"[{label}]({url})" for label, url in answer_links), ""]
     if p.flags:
         head += [f"Note: {', '.join(f.replace('_', ' ') for f in p.flags)}.", ""]
     if not p.documents:
@@ -171,7 +174,7 @@ def publish_evidence(package: EvidencePackage, settings: MabillonSettings) -> No
     """The lineage artifact first (the evidence links to it), then the evidence."""
     from prefect.artifacts import create_markdown_artifact
 
-    from flows.artifacts.links import document_link
+    from flows.artifacts.links import answer_links, document_link
 
     layout = StoreLayout.from_settings(settings)
     ids = [d.doc_id for d in package.documents]
@@ -180,8 +183,9 @@ def publish_evidence(package: EvidencePackage, settings: MabillonSettings) -> No
         key="ask-lineage", markdown=lineage_markdown(package, titles),
         description="where each cited document comes from")
     lineage_url = artifact_url(lineage_id)
-    links = {d: document_link(settings, d, package.generation, lineage_url) for d in ids}
-    create_markdown_artifact(key="ask-evidence", markdown=evidence_markdown(package, titles, links),
+    links = {d.doc_id: document_link(settings, package, d, lineage_url) for d in package.documents}
+    markdown = evidence_markdown(package, titles, links, answer_links(settings, package))
+    create_markdown_artifact(key="ask-evidence", markdown=markdown,
                              description="the documents that answer the question, with passages")
 
 

@@ -13,6 +13,7 @@ import logging
 from flows.cli.errors import CliError, Exit
 from flows.cli.main import add_command, emit
 from schemas.settings import MabillonSettings
+from tasks.llm.registry import PROVIDERS
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +24,9 @@ def register(sub, common) -> None:
     p.add_argument("question")
     p.add_argument("--principal", help="a name in MABILLON_HOME/principals.json (default: public)")
     p.add_argument("--generation", help="default: the serving generation")
-    p.add_argument("--provider", choices=["openai", "rules", "replay", "llamacpp"],
-                   help="default: openai when MABILLON_LLM__BASE_URL is set, else rules")
+    p.add_argument("--provider", choices=PROVIDERS,
+                   help="default: openai when MABILLON_LLM__BASE_URL is set, else learned "
+                        "(rules when its model file is unusable)")
     p.add_argument("--limit", type=int, default=10, help="documents in the printed list")
     p.set_defaults(func=cmd_ask)
 

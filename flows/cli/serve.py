@@ -31,6 +31,9 @@ def register(sub, common) -> None:
     p.add_argument("--limit", type=int, help="flow runs executed at once by this process")
     p.add_argument("--no-auth", action="store_true",
                    help="start the server without Prefect's basic authentication (loopback only)")
+    p.add_argument("--reading-room-port", type=int,
+                   help="port of the reading room started beside the deployments (default: settings, 4300)")
+    p.add_argument("--no-reading-room", action="store_true", help="do not start the reading room")
     p.add_argument("--work-pool", help="register the deployments to this process work pool on the "
                                        "server PREFECT_API_URL names and return: its workers run "
                                        "them (deploy/stack.py starts both)")
@@ -68,9 +71,9 @@ def auth_string_for(args: argparse.Namespace, settings: MabillonSettings) -> str
 
 
 def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
-    """Start, in order: the Prefect server (or use PREFECT_API_URL's), the warm query service,
-    the serve-state file, then register and serve the deployments; stop in reverse. Each part is
-    a context in one ExitStack, so adding one (a reading room, a worker pool) is one more line."""
+    """Start, in order: the Prefect server (or use PREFECT_API_URL's), the reading room, the warm
+    query service, the serve-state file, then register and serve the deployments; stop in
+    reverse. Each part is a context in one ExitStack, so adding one is one more line."""
     from flows.prefect_server import start_server
     from flows.run_logging import HANDLER_ENV
 
@@ -86,13 +89,15 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
         auth = os.environ.get("PREFECT_API_AUTH_STRING") if api_url else None
         if not api_url:
             auth = auth_string_for(args, settings)
-            prefect_home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect")
             server = start_server(settings.serve.host, settings.serve.port,
-                                  prefect_home / "mabillon-server.log", auth_string=auth)
+                                  prefect_home() / "mabillon-server.log", auth_string=auth)
             stack.callback(server.stop)
             api_url = server.api_url
             # before Prefect is imported here: its client reads these once
             os.environ.update(server.client_env())
+        room_url = None
+        if not args.no_reading_room:
+            room_url = stack.enter_context(reading_room_beside(args, settings, api_url)).url
         service = stack.enter_context(query_service(settings))
         stack.enter_context(serve_state(settings, api_url, auth, service))
         from flows.serve import build_deployments, serve_deployments
@@ -104,7 +109,9 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
                          + (f"sign in with: {auth}  (kept in {settings.manifests}/.serve.json)\n"
                             if auth and not settings.serve.auth_string and not os.environ.get(
                                 "PREFECT_SERVER_API_AUTH_STRING") else "")
-                         + f"serving: {names}\n")
+                         + f"serving: {names}\n"
+                         + (f"reading room: {os.environ['MABILLON_READING_ROOM__URL']}\n"
+                            if room_url else ""))
         sys.stdout.flush()
         # SIGTERM stops like Ctrl-C, so the server started here never outlives this process.
         stop = StopOnSignal()
@@ -115,6 +122,11 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
         except KeyboardInterrupt:
             pass  # a requested stop is a clean exit
     return 0
+
+
+def prefect_home() -> Path:
+    """Where the logs of the servers started here go (Prefect's home, read without importing it)."""
+    return Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect")
 
 
 @contextlib.contextmanager
@@ -150,6 +162,24 @@ def serve_state(settings: MabillonSettings, api_url: str, auth: str | None, serv
         yield
     finally:
         clear_serve_state(settings.manifests, os.getpid())
+
+
+@contextlib.contextmanager
+def reading_room_beside(args: argparse.Namespace, settings: MabillonSettings, api_url: str):
+    """The reading room in its own process; ask runs (its question box and the deployments')
+    link to it, since both take MABILLON_READING_ROOM__URL from this environment."""
+    from flows.serve import start_reading_room
+
+    rr = settings.reading_room
+    port = args.reading_room_port or rr.port
+    env = {**os.environ, "PREFECT_API_URL": api_url}
+    room = start_reading_room(settings.home, rr.host, port,
+                              prefect_home() / "mabillon-reading-room.log", env)
+    os.environ.setdefault("MABILLON_READING_ROOM__URL", rr.url or room.url)
+    try:
+        yield room
+    finally:
+        room.stop()
 
 
 def register_to_work_pool(settings: MabillonSettings) -> int:

@@ -16,6 +16,7 @@ from tasks.ingest.merge import StagedGeneration
 from tasks.query.indexing import index_generation
 from tasks.store.lance_store import write_generation_table
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout
+from tasks.store.integrity import record_digests, verify_generation
 from tasks.store.lineage_store import write_lineage_snapshot, write_source_diff
 from tasks.store.manifests import write_manifest
 from tasks.store.routing import switch_routing
@@ -27,7 +28,8 @@ def write_generation(layout: StoreLayout, generation: str, parent: str | None,
                      staged: StagedGeneration, report: ReconcileReport, validation: ValidationReport,
                      run: RunCounts, quarantined: list[Quarantined], segmenter: str,
                      chunking: dict, embedding_model: str, index: IndexSettings | None = None,
-                     retrieval: RetrievalSettings | None = None) -> GenerationManifest:
+                     retrieval: RetrievalSettings | None = None,
+                     limits: dict | None = None) -> GenerationManifest:
     """Everything but the switch: after this the generation exists, staged, not serving, with
     its indexes (the index contract in its manifest)."""
     built: list[IndexContract] = []
@@ -48,11 +50,12 @@ def write_generation(layout: StoreLayout, generation: str, parent: str | None,
         lance_table=CHUNKS_TABLE,
         lance_version=version, lance_tag=generation, lineage_dir=lineage_dir, counts=report.counts,
         digest=report.digest, diff=diff, run=run, quarantined=quarantined,
-        segmenter=segmenter, parsers=dict(sorted(parsers.items())), chunking=chunking,
+        segmenter=segmenter, parsers=dict(sorted(parsers.items())), chunking=chunking, limits=limits or {},
         validation={"success": validation.success, "expectations": len(validation.results)},
         indexes=built[0],
     )
     write_manifest(layout, manifest)
+    record_digests(layout, generation)
     log.info("generation %s written: %s", generation, report.counts)
     return manifest
 
@@ -61,5 +64,6 @@ def switch_to(layout: StoreLayout, manifest: GenerationManifest, actor: str, rea
               before_switch: Callable[[], None] | None = None) -> None:
     if before_switch:
         before_switch()
+    verify_generation(layout, manifest.generation)  # what is switched to is what was written
     switch_routing(layout, manifest.generation, manifest.space_id, "publish", actor, reason)
     log.info("generation %s now serving", manifest.generation)

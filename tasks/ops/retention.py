@@ -23,6 +23,7 @@ from tasks.store.atomic import atomic_write_text
 from tasks.store.lance_store import delete_generation_tag, prune_untagged_versions, rewrite_generation_table
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import LINEAGE_TABLES, drop_from_source_diff, has_lineage, read_lineage_table
+from tasks.store.integrity import record_digests
 from tasks.store.manifests import list_generations, read_manifest
 from tasks.store.routing import read_routing, update_routing
 from tasks.store.tombstones import mark_purged, read_tombstones
@@ -148,6 +149,7 @@ def purge_documents(layout: StoreLayout, doc_ids: set[str]) -> PurgeReport:
             layout, gen, lambda t: _filter(t, "doc_id", doc_ids), reindex)
         report.chunks_removed += before - after
         _record_purge(layout, gen, sorted(source_ids), rebuilt[0] if rebuilt else None)
+        record_digests(layout, gen)  # the files were rewritten on purpose
         report.generations_rewritten.append(gen)
     caches, blobs = remove_unreferenced_state(layout, generations, gone_revisions, gone_digests)
     report.cache_files_removed, report.blobs_removed = caches, blobs

@@ -105,6 +105,9 @@ class Retriever:
             raise NoServingGeneration(f"no generation serves under {layout.manifests}; "
                                       "run `mabillon ingest` first")
         manifest = read_manifest(layout, gen)
+        from tasks.store.integrity import verify_once
+
+        verify_once(layout, gen)  # a torn or changed file refuses the generation, never serves
         # The encoder follows the generation (promotion and rollback switch both together);
         # an encoder configured explicitly must match it, or the query is refused below.
         chosen = settings.embedding

@@ -8,6 +8,8 @@ id: a million chunks is ~70 MB.
 """
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,11 +28,23 @@ NO_POLICY = -1  # a row whose tenant or groups are missing: no principal may see
 Fetch = Callable[[np.ndarray, list[str]], pa.Table]  # rows (positions) → those columns, in order
 
 
+_ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_EPOCH = dt.date(1970, 1, 1)
+
+
 def to_day(date: str | None) -> int | None:
+    """Days since 1970-01-01 of an ISO date (a timestamp's date part counts); None otherwise.
+
+    Strict on purpose: numpy would also read "today", "now" and "NaT" as dates, so a filter
+    argument could move with the clock or land on the missing-date sentinel.
+    """
     if not date:
         return None
+    head = str(date)[:10]
+    if not _ISO_DAY.match(head) or len(str(date)) > 10 and str(date)[10] not in "T ":
+        return None
     try:
-        return int(np.datetime64(str(date)[:10], "D").astype(np.int64))
+        return (dt.date.fromisoformat(head) - _EPOCH).days
     except ValueError:
         return None
 
@@ -129,6 +143,13 @@ class GenerationView:
             return int(order[lo])
         raise KeyError(chunk_id)
 
+    def _doc_sizes(self) -> np.ndarray:
+        """Chunks per document (the judge reads a chunk's position in its document)."""
+        sizes = getattr(self, "_sizes", None)
+        if sizes is None:
+            sizes = self._sizes = np.bincount(self.doc_codes, minlength=len(self.doc_ids))
+        return sizes
+
     def _order(self) -> np.ndarray:
         order = getattr(self, "_sorted", None)
         if order is None:
@@ -177,11 +198,13 @@ class GenerationView:
         if rows.size == 0:
             return []
         got = self.fetch(rows, HIT_COLUMNS).to_pydict()
+        sizes = self._doc_sizes()
         return [ChunkHit(chunk_id=self.chunk_ids[int(r)].as_py(), doc_id=self.doc_of(int(r)),
                          score=float(s), rank=i + 1, corpus=self.corpus_names[self.corpus_codes[r]],
                          date=self.date_of(int(r)), text=got["text"][i],
                          page_start=int(got["page_start"][i] or 1), char_start=int(got["char_start"][i]),
-                         char_end=int(got["char_end"][i]))
+                         char_end=int(got["char_end"][i]), ordinal=int(self.ordinal[r]),
+                         doc_chunks=int(sizes[self.doc_codes[r]]))
                 for i, (r, s) in enumerate(zip(rows.tolist(), scores.tolist()))]
 
     def doc_hit(self, row: int, score: float, rank: int) -> DocHit:

@@ -26,6 +26,15 @@ def read_lineage_table(layout: StoreLayout, generation: str, name: str,
     return (layout.lineage_dir(generation) / f"{name}.parquet").read_parquet(columns)
 
 
+def read_revision_rows(layout: StoreLayout, generation: str, name: str, revision_id: str,
+                       columns: list[str] | None = None) -> pa.Table:
+    """The rows of one lineage table that belong to one revision (pages, elements, chunks)."""
+    if name not in LINEAGE_TABLES:
+        raise KeyError(name)
+    return (layout.lineage_dir(generation) / f"{name}.parquet").read_parquet(
+        columns, filters=[("revision_id", "=", revision_id)])
+
+
 def has_lineage(layout: StoreLayout, generation: str) -> bool:
     """A snapshot is whole once its last table is written (they are written in order)."""
     return (layout.lineage_dir(generation) / f"{LINEAGE_TABLES[-1]}.parquet").exists()

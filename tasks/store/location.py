@@ -96,8 +96,9 @@ class Location:
             raise ValueError(f"{self.uri} is not below {root.uri}")
         return self.path[len(prefix):]
 
-    def read_parquet(self, columns: list[str] | None = None) -> pa.Table:
-        return pq.read_table(self.path, filesystem=self.fs, columns=columns)
+    def read_parquet(self, columns: list[str] | None = None, filters=None) -> pa.Table:
+        """The table, or only the rows matching pyarrow `filters` (row groups skipped by statistics)."""
+        return pq.read_table(self.path, filesystem=self.fs, columns=columns, filters=filters)
 
     def children(self) -> list["Location"]:
         """Immediate entries (files and folders), by name; none when the folder is absent."""

@@ -54,13 +54,18 @@ def test_the_evidence_reads_as_titles_passages_and_links_then_one_table():
     assert "sha256 `" + "ab" * 32 + "`" in lineage_markdown(package(), {})
 
 
-def test_a_document_links_to_the_reading_room_where_one_runs():
+def test_the_evidence_links_to_its_page_in_the_reading_room_where_one_runs():
+    from flows.artifacts.links import answer_links
+
+    p = package().model_copy(update={"query_id": "20260101T000000-abcdef12-123456"})
     plain = MabillonSettings(home=Path("/nowhere"))
-    assert document_link(plain, "a/b", "g1", "http://ui/x") == ("lineage", "http://ui/x")
-    assert document_link(plain, "a/b", "g1", None) is None
+    assert document_link(plain, p, p.documents[0], "http://ui/x") == ("lineage", "http://ui/x")
     room = plain.model_copy(update={"reading_room": ReadingRoomSettings(url="https://lecture.example/")})
-    label, url = document_link(room, "a/b", "g1", "http://ui/x")
-    assert label == "open in the reading room" and url == "https://lecture.example/documents/a%2Fb?generation=g1"
+    page = "https://lecture.example/queries/20260101T000000-abcdef12-123456"
+    links = {d.doc_id: document_link(room, p, d, "http://ui/x") for d in p.documents}
+    md = evidence_markdown(p, {}, links, answer_links(room, p))
+    assert f"[evidence in the reading room]({page}#doc-1)" in md
+    assert f"[evidence of this answer in the reading room]({page})" in md.split("### 1.")[0]
 
 
 def test_failures_are_words_without_paths_or_principals():

@@ -267,8 +267,9 @@ def test_serve_without_an_api_url_starts_its_own_server_and_stops_it(tmp_path: P
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:  # a file, not an unread pipe that could fill and block it
         # another home: this serve's state file must not replace the shared serve's
+        room_port = free_port()
         serve = subprocess.Popen([str(MABILLON), "serve", "--home", str(tmp_path / "other-home"),
-                                  "--port", str(port)],
+                                  "--port", str(port), "--reading-room-port", str(room_port)],
                                  env=env, stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -286,5 +287,7 @@ def test_serve_without_an_api_url_starts_its_own_server_and_stops_it(tmp_path: P
         print(f"serve stopped {time.monotonic() - stopping:.1f} s after SIGTERM")
         with pytest.raises(httpx.TransportError):
             httpx.get(f"{api_url}/health", timeout=2)
+        with pytest.raises(httpx.TransportError):  # the reading room it started stopped with it
+            httpx.get(f"http://127.0.0.1:{room_port}/healthz", timeout=2)
     finally:
         stop_group(serve)

@@ -1,0 +1,50 @@
+"""Links from Prefect's ask artifact into the reading room."""
+from __future__ import annotations
+
+from flows.artifacts.links import answer_links, document_link
+from schemas.query import Cost, EvidenceDocument, EvidencePackage
+from schemas.settings import MabillonSettings, ReadingRoomSettings
+from tasks.reading.links import Links
+
+
+def settings(url: str | None) -> MabillonSettings:
+    return MabillonSettings(reading_room=ReadingRoomSettings(url=url))
+
+
+def package(query_id: str | None) -> EvidencePackage:
+    docs = [EvidenceDocument(doc_id=d, rank=n, corpus=None, date=None, revision=None, digest=None,
+                             status="accepted", confirmations=1)
+            for n, d in enumerate(["a/one", "b/two"], 1)]
+    return EvidencePackage(question="q?", generation="g0001", space_id="s", provider="rules",
+                           documents=docs, accepted=[], held=[], rejected=[], rejected_docs=[],
+                           retrieved=[], plan=[], briefings=[], flags=[], cost=Cost(), query_id=query_id)
+
+
+def test_each_document_links_to_its_place_on_the_evidence_page():
+    p, room = package("20260101T000000-abcdef12-123456"), settings("http://room:4300/")
+    urls = [document_link(room, p, d, "http://prefect/lineage")[1] for d in p.documents]
+    assert urls == ["http://room:4300/queries/20260101T000000-abcdef12-123456#doc-1",
+                    "http://room:4300/queries/20260101T000000-abcdef12-123456#doc-2"]
+    assert ("IIIF manifest", "http://room:4300/iiif/query/20260101T000000-abcdef12-123456/manifest"
+            ) in answer_links(room, p)
+
+
+def test_without_a_reading_room_documents_link_to_the_lineage():
+    p = package("x")
+    assert document_link(settings(None), p, p.documents[0], "http://prefect/lineage") == (
+        "lineage", "http://prefect/lineage")
+    assert document_link(settings(None), p, p.documents[0]) is None
+    assert answer_links(settings(None), p) == []
+
+
+def test_an_answer_without_a_record_links_to_the_document_page():
+    p = package(None)
+    assert document_link(settings("http://room:4300"), p, p.documents[1])[1] == (
+        "http://room:4300/documents/b/two")
+    assert answer_links(settings("http://room:4300"), p) == []
+
+
+def test_addresses_keep_document_ids_readable_and_escape_the_rest():
+    links = Links.at("http://room/")
+    assert links.document("presse/courrier 1902#2") == "http://room/documents/presse/courrier%201902%232"
+    assert links.image("r1", 3, "0,0,10,10", "5,") == "http://room/iiif/3/r1-p0003/0,0,10,10/5,/0/default.jpg"
