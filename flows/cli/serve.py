@@ -87,7 +87,10 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
     with contextlib.ExitStack() as stack:
         api_url = os.environ.get("PREFECT_API_URL")
         auth = os.environ.get("PREFECT_API_AUTH_STRING") if api_url else None
+        made_up = False  # an auth string made up here is printed once; a given one never
         if not api_url:
+            made_up = settings.serve.auth_string is None and not os.environ.get(
+                "PREFECT_SERVER_API_AUTH_STRING") and not getattr(args, "no_auth", False)
             auth = auth_string_for(args, settings)
             server = start_server(settings.serve.host, settings.serve.port,
                                   prefect_home() / "mabillon-server.log", auth_string=auth)
@@ -107,8 +110,7 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
         names = ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
         sys.stdout.write(f"Prefect UI: {ui}\n"
                          + (f"sign in with: {auth}  (kept in {settings.manifests}/.serve.json)\n"
-                            if auth and not settings.serve.auth_string and not os.environ.get(
-                                "PREFECT_SERVER_API_AUTH_STRING") else "")
+                            if made_up else "")
                          + f"serving: {names}\n"
                          + (f"reading room: {os.environ['MABILLON_READING_ROOM__URL']}\n"
                             if room_url else ""))
