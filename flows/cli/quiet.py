@@ -21,6 +21,9 @@ OFFLINE_ENV = {  # models and analytics stay local: no hub lookups, no usage pin
     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "GX_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
     "TOKENIZERS_PARALLELISM": "false",
+    # Without PREFECT_API_URL a command starts Prefect's local API; on a busy machine that takes
+    # longer than Prefect's default 20 s wait, and the command would fail before doing anything.
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
 }
 QUIET_ENV = {  # no progress bars, banners or notices of their own (undone by -v / --debug)
     "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
