@@ -9,6 +9,7 @@ from __future__ import annotations
 from prefect import flow
 from pydantic import BaseModel, Field
 
+from flows.artifacts.generations import publish_generations
 from flows.runner import RunnerShape, api_for_workers, task_runner_for
 from flows.timing import StageClock, timed
 from schemas.generation import IngestResult, Parsed, RunCounts
@@ -55,6 +56,7 @@ def release_steps(paths: list[str], options: ReleaseOptions, settings: MabillonS
         work = plan(screened, base.tables.sources, base.current_revisions(), base.space_id, base.space.space_id)
         parsed = parse(work, layout, runner.parsing(settings), runner.fan_out(settings))
         if not parsed.documents:
+            publish_generations(layout)
             return nothing_new(base, run_counts(work, parsed, runner, clock), parsed.quarantined, layout)
         chunked = chunk(parsed, work.to_process, settings.chunking, settings.embedding)
         vectors = embed(chunked.chunks, layout, runner.embedding(settings), chunked.space.space_id,
@@ -64,6 +66,7 @@ def release_steps(paths: list[str], options: ReleaseOptions, settings: MabillonS
         report = reconcile(staged, base)
         result = publish(staged, report, validation, run_counts(work, parsed, runner, clock),
                          parsed.quarantined, chunked.spec, base, layout, publication(options, settings))
+        publish_generations(layout, result.generation)
     result.run.stage_seconds = clock.seconds
     return result
 
