@@ -7,6 +7,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from pydantic import BaseModel, Field
 
+from flows.artifacts.generations import publish_generations
 from schemas.generation import Counts, IngestResult, ReconcileFailed, ReconcileReport, RunCounts
 from schemas.settings import MabillonSettings
 from tasks.ingest.acquire import AccessDefaults
@@ -99,6 +100,7 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
                         unchanged=len(plan.unchanged), quarantined=len(quarantined))
         processed = [r for r in plan.to_process if r.revision_id in parsed]
         if not processed:
+            publish_generations(layout)
             return IngestResult(generation=serving, serving=serving is not None,
                                 counts=_counts(base), run=run, quarantined=quarantined,
                                 manifest=str(layout.manifest_path(serving)) if serving else None)
@@ -131,6 +133,7 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
         if options.promote:
             switch_to(layout, manifest, settings.actor, options.reason,
                       before_switch=lambda: crash_point(settings, layout, "switch"))
+        publish_generations(layout, generation)
         return IngestResult(generation=generation, serving=options.promote, counts=report.counts, run=run,
                             quarantined=quarantined, manifest=str(layout.manifest_path(generation)),
                             published=True)

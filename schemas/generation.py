@@ -192,10 +192,19 @@ class RoutingRecord(BaseModel):
 
 
 class GenerationStatus(BaseModel):
+    """One line of `mabillon generations`. `status`: serving; staged (published, never served);
+    retired (served before and replaced, or removed by gc: see `data_kept`)."""
+
     generation: str
     status: Literal["serving", "staged", "retired"]
     created_at: datetime
-    counts: Counts
+    counts: Counts  # what the generation holds now (after any purge of deleted documents)
+    parent: str | None = None
+    served: bool = False  # has served at some point
+    data_kept: bool = True  # False once gc removed its data: it can no longer be served
+    pinned: bool = False
+    purged_sources: int = 0  # sources physically removed after publication (deletions)
+    counts_at_publish: Counts | None = None  # set when a purge changed the counts
 
 
 class IngestResult(BaseModel):

@@ -176,6 +176,11 @@ class ServeSettings(BaseModel):
     ingest_cron: str | None = None  # e.g. "*/15 * * * *"; None: scheduled ingest runs on demand only
     host: str = "127.0.0.1"
     port: int = 4200
+    # Prefect's basic authentication of the server serve starts ("user:password"). None: serve
+    # makes one up at start and keeps it in the home's owner-only serve-state file.
+    auth_string: SecretStr | None = None
+    # The warm query service `mabillon ask` uses while serve runs (loopback only).
+    query_service: bool = True
     # A `process` work pool on the server (deploy/stack.py starts one with its workers): the
     # deployments are registered to it and its workers run them; None: `serve` runs them itself.
     work_pool: str | None = None

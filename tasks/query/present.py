@@ -1,5 +1,5 @@
-"""Readable renderings of an evidence package: plain text for the CLI, markdown for the
-Prefect artifact. Pure functions; the caller prints or publishes."""
+"""The evidence package as plain text for the CLI (the Prefect artifact is rendered by
+flows/artifacts/evidence.py). A pure function; the caller prints."""
 from __future__ import annotations
 
 from schemas.query import EvidenceDocument, EvidencePackage
@@ -46,21 +46,3 @@ def render_text(p: EvidencePackage, limit: int = 10) -> str:
     if p.record:
         lines.append(f"record: {p.record}")
     return "\n".join(lines)
-
-
-def render_markdown(p: EvidencePackage, limit: int = 20) -> str:
-    out = [f"# {p.question}", "",
-           f"Generation `{p.generation}`, provider **{p.provider}** ({p.model}); "
-           f"{len(p.accepted)} accepted; {p.cost.llm_calls} calls; model {p.cost.model_s:.2f}s, "
-           f"framework {p.cost.framework_s:.2f}s.", ""]
-    if p.flags:
-        out += [f"Flags: {', '.join(p.flags)}", ""]
-    out += ["| # | document | corpus | date | status | conf. | ranks | rationale | citation |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for d in p.documents[:limit]:
-        why = (d.rationales[0] if d.rationales else "").replace("|", "/")
-        out.append(f"| {d.rank} | `{d.doc_id}` | {d.corpus} | {d.date} | {d.status} | "
-                   f"{d.confirmations} | {_ranks(d)} | {why} | {_cite(d)} |")
-    if p.record:
-        out += ["", f"Query record: `{p.record}`"]
-    return "\n".join(out)
