@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import pickle
 import json
 import os
 import statistics
@@ -56,6 +57,7 @@ from tests.fixtures.make_samples import revision_for  # noqa: E402
 TEXTS = ["registre-1793", "affiche-1848", "etat-civil-1854", "cahier-doleances-1789",
          "lettre-prefet-1871", "note-service-1952", "courrier-canton-1902"]
 CONFIGS = [("local", 1), ("local", 2), ("dask", 1), ("dask", 2)]
+PAGES_PER_TASK: int | None = None  # --pages-per-task; None: the setting's default
 
 
 def make_inputs(root: Path, pages: int, docs: int) -> tuple[Path, list[Path], list[str]]:
@@ -86,7 +88,7 @@ def raw_tesseract(pngs: list[Path]) -> float:
 
 
 def settings_of(home: Path, runner: str, workers: int, **extra) -> MabillonSettings:
-    extra.setdefault("dask", DaskSettings(workers=workers))
+    extra.setdefault("dask", DaskSettings(workers=workers, **({"pages_per_task": PAGES_PER_TASK} if PAGES_PER_TASK else {})))
     return MabillonSettings(home=home, runner=runner, ocr=OcrSettings(workers=workers), **extra)
 
 
@@ -172,7 +174,9 @@ def corpus_chunks(records: int):
     return chunks, embedder.space.space_id, spec.segmenter_id
 
 
-def embed_steps(chunks, root: str, settings: MabillonSettings, space_id: str, segmenter_id: str) -> dict:
+def embed_steps(chunks_file: str, root: str, settings: MabillonSettings, space_id: str, segmenter_id: str) -> dict:
+    # the chunks come by file: a flow's parameters are limited to 512 KB on a Prefect server
+    chunks = pickle.loads(Path(chunks_file).read_bytes())
     shape = RunnerShape.of_this_flow_run(settings)
     warm = StoreLayout.from_settings(settings.model_copy(update={"home": Path(root) / "warm"})).ensure()
     # one batch per worker first: each worker process loads the model once, outside the figure
@@ -190,8 +194,10 @@ def embedding(chunks, space_id, segmenter_id, root: Path, runner: str, workers: 
     run = flow(name="bench-embed", task_runner=task_runner_for(settings))(embed_steps)
     from flows.runner import api_for_workers
 
+    chunks_file = root / "embed-chunks.pickle"
+    chunks_file.write_bytes(pickle.dumps(chunks))
     with api_for_workers(settings):
-        out = run(chunks, str(root / f"embed-{runner}-{workers}"), settings, space_id, segmenter_id)
+        out = run(str(chunks_file), str(root / f"embed-{runner}-{workers}"), settings, space_id, segmenter_id)
     return {"runner": runner, **out}
 
 
@@ -219,8 +225,13 @@ def main() -> int:
     parser.add_argument("--docs", type=int, default=6)
     parser.add_argument("--embed-records", type=int, default=160)
     parser.add_argument("--skip-embed", action="store_true")
+    parser.add_argument("--configs", default=",".join(f"{r}:{w}" for r, w in CONFIGS),
+                        help="runner:workers pairs to measure, e.g. local:1,dask:1")
     parser.add_argument("--near-pages", type=int, default=14, help="pages of the baseline rerun before each configuration")
+    parser.add_argument("--pages-per-task", type=int, default=None, help="Dask unit size (default: the setting's)")
     args = parser.parse_args()
+    global PAGES_PER_TASK
+    PAGES_PER_TASK = args.pages_per_task
     results: dict = {"cpus": os.cpu_count(), "load_average_before": os.getloadavg(),
                      "pages": args.pages, "docs": args.docs}
     with tempfile.TemporaryDirectory(prefix="bench-scaleout-") as tmp:
@@ -230,7 +241,8 @@ def main() -> int:
         results["raw_tesseract_s"] = raw_s
         results["raw_tesseract_pages_s"] = args.pages / raw_s
         results["ocr"] = []
-        for runner, workers in CONFIGS:
+        configs = [(c.split(":")[0], int(c.split(":")[1])) for c in args.configs.split(",")]
+        for runner, workers in configs:
             # a baseline just before each configuration too: on a shared machine the load moves
             near = pngs[:args.near_pages]
             near_rate = len(near) / raw_tesseract(near)
