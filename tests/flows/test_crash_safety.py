@@ -11,6 +11,7 @@ import pytest
 
 from flows.release import release
 from schemas.settings import PROJECT_ROOT
+from tasks.store import integrity
 from tasks.store.lance_store import open_generation_table
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_lineage_table
@@ -81,6 +82,8 @@ def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, run
     assert layout.routing.read_bytes() == routing_before
     assert read_routing(layout).serving == "g0001"
     assert open_generation_table(layout, "g0001").to_arrow().sort_by("chunk_id").equals(served_before)
+    integrity._VERIFIED.clear()
+    integrity.verify_generation(layout, "g0001")  # its digests verify after the kill
 
     rerun = _cli(home, export, tmp_path, None, runner)
     out, err = rerun.communicate(timeout=900)
@@ -99,6 +102,7 @@ def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, run
     # the rerun resumed: what the killed run had embedded was reused, not embedded again
     assert all(p.stat().st_mtime_ns == t for p, t in cached.items())
     assert_one_revision_per_source_and_no_duplicate_chunks(layout, result["generation"])
+    integrity.verify_generation(layout, result["generation"])
 
 
 def assert_one_revision_per_source_and_no_duplicate_chunks(layout: StoreLayout, generation: str) -> None:
