@@ -11,7 +11,7 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from schemas.query import EvidencePackage, LoopParams, Question
 from schemas.retrieval import Principal
@@ -38,6 +38,16 @@ class AskOptions(BaseModel):
     step_budget: int | None = Field(None, ge=1, description="effective agent steps per sub-question")
     max_calls: int | None = Field(None, ge=1, description="LLM calls per question")
     max_tokens: int | None = Field(None, ge=1, description="LLM tokens per question")
+    as_of: str | None = Field(None, description="ISO 8601 date or time: answer as the archive stood then "
+                                                "(validity intervals; default: now)")
+
+    @field_validator("as_of")
+    @classmethod
+    def _readable_as_of(cls, value: str | None) -> str | None:
+        """An unreadable time is refused before anything runs."""
+        from schemas.validity import parse_instant
+
+        return parse_instant(value, "as_of").isoformat() if value and value.strip() else None
 
 
 class AskParams(AskOptions):
@@ -75,9 +85,10 @@ def principal_task(settings: MabillonSettings, name: str | None) -> Principal:
 
 
 @task(name="open-retriever", cache_policy=NONE)
-def retriever_task(settings: MabillonSettings, principal: Principal, generation: str | None):
+def retriever_task(settings: MabillonSettings, principal: Principal, generation: str | None,
+                   as_of: str | None = None):
     from tasks.query.retriever import Retriever
-    return Retriever.open(settings, principal, generation)
+    return Retriever.open(settings, principal, generation, as_of=as_of)
 
 
 @task(name="provider", cache_policy=NONE)
@@ -97,7 +108,7 @@ def answer_task(retriever, question: str, question_id: str | None, provider: Pro
 def ask(params: AskParams, settings: MabillonSettings | None = None) -> EvidencePackage:
     settings = settings or MabillonSettings()
     principal = principal_task(settings, params.principal)
-    retriever = retriever_task(settings, principal, params.generation)
+    retriever = retriever_task(settings, principal, params.generation, params.as_of)
     provider = provider_task(settings, params.provider)
     package = answer_task(retriever, params.question, None, provider, loop_params(settings, params),
                           StoreLayout.from_settings(settings).ensure(), principal,
@@ -125,7 +136,7 @@ def ask_batch(params: AskBatchParams, settings: MabillonSettings | None = None) 
     settings = settings or MabillonSettings()
     layout = StoreLayout.from_settings(settings).ensure()
     principal = principal_task(settings, params.principal)
-    retriever = retriever_task(settings, principal, params.generation)
+    retriever = retriever_task(settings, principal, params.generation, params.as_of)
     provider = provider_task(settings, params.provider)
     questions = read_questions(params.questions_path, params.limit)
     lp = loop_params(settings, params)

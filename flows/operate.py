@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field
 
 from schemas.generation import RoutingRecord
 from schemas.settings import MabillonSettings
+from flows.gate import record_publish
+from tasks.ops import canary as canaries
 from tasks.ops import switching
 from tasks.ops.deletion import publish_without
 from tasks.ops.retention import GcReport, PurgeReport, collect_garbage, purge_documents
@@ -25,6 +27,14 @@ log = logging.getLogger(__name__)
 class PromoteParams(BaseModel):
     generation: str = Field(description="generation to serve, e.g. g0003")
     reason: str = Field("", description="recorded in the routing history")
+
+
+class CanaryParams(BaseModel):
+    generation: str | None = Field(None, description="candidate served to the groups below (with stop: "
+                                                     "whose canary ends; default every canary)")
+    groups: list[str] = Field(default_factory=list, description="groups of principals routed to the candidate")
+    reason: str = Field("", description="recorded in the routing history and the release record")
+    stop: bool = Field(False, description="end the canary instead of starting one")
 
 
 class RollbackParams(BaseModel):
@@ -50,6 +60,8 @@ class DeletionResult(BaseModel):
 def _routing_markdown(routing: RoutingRecord) -> str:
     last = routing.history[-1] if routing.history else None
     lines = [f"# Serving: {routing.serving}"]
+    lines += [f"Canary: {c.generation} → groups {', '.join(c.groups)} (since {c.since:%Y-%m-%d %H:%M:%S})"
+              for c in routing.canaries]
     if last:
         lines.append(f"{last.action} by {last.actor} at {last.at:%Y-%m-%d %H:%M:%S}: "
                      f"{last.from_generation} → {last.to_generation}. {last.reason}")
@@ -68,7 +80,29 @@ def _switch(settings: MabillonSettings | None, switch) -> RoutingRecord:
 
 @flow(name="promote")
 def promote(params: PromoteParams, settings: MabillonSettings | None = None) -> RoutingRecord:
-    return _switch(settings, lambda layout, actor: switching.promote(layout, params.generation, actor, params.reason))
+    def switch(layout: StoreLayout, actor: str) -> RoutingRecord:
+        before = read_routing(layout).serving
+        routing = switching.promote(layout, params.generation, actor, params.reason)
+        if routing.serving != before:
+            record_publish(layout, params.generation, actor, params.reason, action="promote", via="promote")
+        return routing
+    return _switch(settings, switch)
+
+
+@flow(name="canary")
+def canary(params: CanaryParams, settings: MabillonSettings | None = None) -> RoutingRecord:
+    """Route named groups to a candidate (everyone else stays on the serving generation), or end it."""
+    settings = settings or MabillonSettings()
+
+    def switch(layout: StoreLayout, actor: str) -> RoutingRecord:
+        if params.stop:
+            return canaries.stop(layout, actor, params.reason, params.generation)
+        if not params.generation:
+            raise canaries.CanaryRefused("name the candidate generation the groups are routed to")
+        routing = canaries.start(layout, settings, params.generation, params.groups, actor, params.reason)
+        record_publish(layout, params.generation, actor, params.reason, action="canary", via="canary")
+        return routing
+    return _switch(settings, switch)
 
 
 @flow(name="rollback")

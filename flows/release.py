@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from schemas.generation import Counts, IngestResult, ReconcileFailed, ReconcileReport, RunCounts
 from schemas.settings import MabillonSettings
+from flows.gate import gate_applies, hold_for_decision, record_publish
 from tasks.ingest.acquire import AccessDefaults
 from tasks.ingest.chunk import plan_for
 from tasks.embedding import load_embedder, space_cache_key
@@ -44,6 +45,8 @@ class ReleaseOptions(BaseModel):
     groups: list[str] | None = Field(None, description="access groups (default: ['public'])")
     promote: bool = Field(True, description="serve the new generation at once")
     reason: str = Field("ingest", description="recorded in the routing history")
+    gate: bool | None = Field(None, description="publish staged, shadow it and wait for a person's decision "
+                                                "in the Prefect UI (default: the gate setting)")
 
 
 def _publish_artifacts(generation: str, report: ReconcileReport, run: RunCounts, quarantined) -> None:
@@ -70,6 +73,7 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
             settings: MabillonSettings | None = None) -> IngestResult:
     options = options or ReleaseOptions()
     settings = settings or MabillonSettings()
+    gated = gate_applies(options.gate, settings)
     layout = StoreLayout.from_settings(settings).ensure()
     space_key = space_cache_key(settings.embedding)
     space = load_space(layout, space_key)
@@ -123,12 +127,15 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
                                      "content_limit": chunk_plan.content_limit},
                                     settings.embedding.model)
         _publish_artifacts(generation, report, run, quarantined)
-        if options.promote:
+        promote = options.promote and not gated  # a gated candidate serves only once approved
+        if promote:
             switch_to(layout, manifest, settings.actor, options.reason,
                       before_switch=lambda: crash_point(settings, layout, "switch"))
-        return IngestResult(generation=generation, serving=options.promote, counts=report.counts, run=run,
-                            quarantined=quarantined, manifest=str(layout.manifest_path(generation)),
-                            published=True)
+            record = record_publish(layout, generation, settings.actor, options.reason)
+        result = IngestResult(generation=generation, serving=promote, counts=report.counts, run=run,
+                              quarantined=quarantined, manifest=str(layout.manifest_path(generation)),
+                              published=True, release_record=record if promote else None)
+    return hold_for_decision(result, settings) if gated else result  # the wait holds no lock
 
 
 def _counts(staged: StagedGeneration) -> Counts:

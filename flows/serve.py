@@ -25,7 +25,8 @@ from prefect.utilities.callables import parameter_schema
 from flows.ask import ask, ask_batch
 from flows.drop_folder import scheduled_ingest
 from flows.evaluate import evaluate
-from flows.operate import delete, gc, promote, rollback
+from flows.operate import canary, delete, gc, promote, rollback
+from flows.release import release
 from schemas.settings import ServeSettings
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ def build_deployments(serve_settings: ServeSettings) -> list[RunnerDeployment]:
     specs: list[tuple[Flow, dict]] = [
         (scheduled_ingest, {"cron": serve_settings.ingest_cron, "parameters": ingest_params,
                             "concurrency_limit": ONE_AT_A_TIME}),
-        *((f, {"concurrency_limit": ONE_AT_A_TIME}) for f in (promote, rollback, delete, gc)),
+        *((f, {"concurrency_limit": ONE_AT_A_TIME}) for f in (release, promote, rollback, canary, delete, gc)),
         (ask, {}),
         (ask_batch, {}),
         (evaluate, {}),

@@ -6,6 +6,7 @@ answer against it with `jsonschema` before anything downstream reads it.
 """
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -175,6 +176,11 @@ class EvidencePackage(BaseModel):
     flags: list[str]
     cost: Cost
     record: str | None = None
+    # How the generation was chosen: serving (everyone's), canary (a candidate routed to one of
+    # the principal's groups) or requested (named by the caller); and the query time, when the
+    # question named one (None: the time of each search).
+    route: str | None = None
+    as_of: datetime | None = None
 
 
 class QueryRecord(BaseModel):
@@ -198,6 +204,8 @@ class QueryRecord(BaseModel):
     final: list[str]
     flags: list[str]
     cost: Cost
+    route: str | None = None  # serving | canary | requested (see EvidencePackage)
+    as_of: datetime | None = None
 
 
 # ---- JSON Schemas of model outputs ----------------------------------------------------------

@@ -17,6 +17,8 @@ def register(sub, common) -> None:
     p.add_argument("--provider", choices=["openai", "rules", "replay", "llamacpp"],
                    help="default: openai when MABILLON_LLM__BASE_URL is set, else rules")
     p.add_argument("--limit", type=int, default=10, help="documents in the human list")
+    p.add_argument("--as-of", help="ISO 8601 date or time (2027-01-01, 2027-01-01T09:00+01:00): answer "
+                                   "as the archive stood then; a future time needs an operator")
     p.set_defaults(func=cmd_ask)
 
 
@@ -26,7 +28,7 @@ def cmd_ask(args: argparse.Namespace, settings: MabillonSettings) -> int:
 
     logging.basicConfig(level=logging.WARNING)
     params = AskParams(question=args.question, principal=args.principal,
-                       generation=args.generation, provider=args.provider)
+                       generation=args.generation, provider=args.provider, as_of=args.as_of)
     package = ask(params=params, settings=settings)
     emit(args, package.model_dump(mode="json"), render_text(package, args.limit))
     return 0

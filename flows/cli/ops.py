@@ -19,6 +19,14 @@ def register(sub, common) -> None:
     p.add_argument("--reason", default="")
     p.set_defaults(func=cmd_rollback)
 
+    p = sub.add_parser("canary", parents=[common], help="serve a candidate generation to named groups "
+                                                        "only (ended by promote, rollback or --stop)")
+    p.add_argument("generation", nargs="?", help="the candidate (with --stop: whose canary ends; default all)")
+    p.add_argument("--groups", default="", help="comma-separated groups of principals routed to the candidate")
+    p.add_argument("--reason", default="")
+    p.add_argument("--stop", action="store_true", help="end the canary instead of starting one")
+    p.set_defaults(func=cmd_canary)
+
     p = sub.add_parser("diff", parents=[common], help="sources, counts, model and parsers between two generations")
     p.add_argument("a")
     p.add_argument("b")
@@ -65,6 +73,19 @@ def cmd_rollback(args: argparse.Namespace, settings: MabillonSettings) -> int:
 
     routing = rollback(RollbackParams(to=args.to, reason=args.reason), settings=settings)
     emit(args, routing.model_dump(mode="json"), _routing_text(routing))
+    return 0
+
+
+def cmd_canary(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from flows.operate import CanaryParams, canary
+
+    groups = [g.strip() for g in args.groups.split(",") if g.strip()]
+    routing = canary(CanaryParams(generation=args.generation, groups=groups, reason=args.reason,
+                                  stop=args.stop), settings=settings)
+    lines = [f"serving {routing.serving} to everyone else"]
+    lines += [f"canary {c.generation} → groups {', '.join(c.groups)} (since {c.since:%Y-%m-%d %H:%M:%S})"
+              for c in routing.canaries] or ["no canary"]
+    emit(args, routing.model_dump(mode="json"), "\n".join(lines))
     return 0
 
 

@@ -22,6 +22,11 @@ def register(sub, common) -> None:
     p.add_argument("--tenant")
     p.add_argument("--groups", help="comma-separated access groups")
     p.add_argument("--no-promote", action="store_true", help="publish as staged; do not serve")
+    gate = p.add_mutually_exclusive_group()
+    gate.add_argument("--gate", dest="gate", action="store_true", default=None,
+                      help="publish staged, shadow it, and wait for a decision in the Prefect UI "
+                           "(needs PREFECT_API_URL: a running server, e.g. `mabillon serve`)")
+    gate.add_argument("--no-gate", dest="gate", action="store_false", help="release without the gate setting")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("generations", parents=[common], help="list generations and their status")
@@ -39,10 +44,12 @@ def cmd_ingest(args: argparse.Namespace, settings: MabillonSettings) -> int:
     logging.basicConfig(level=logging.WARNING)
     options = ReleaseOptions(corpus=args.corpus, tenant=args.tenant,
                              groups=[g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None,
-                             promote=not args.no_promote)
+                             promote=not args.no_promote, gate=args.gate)
     result = release(paths=args.paths, options=options, settings=settings)
     payload = result.model_dump(mode="json", exclude={"published"})
-    state = ("published and serving" if result.published and result.serving else
+    state = (f"published; gate decision: {result.decision}" + ("" if result.serving else ", not serving")
+             if result.decision else
+             "published and serving" if result.published and result.serving else
              "published, staged (not serving)" if result.published else "nothing new to publish; serving")
     lines = [f"generation {result.generation}: {state}",
              "counts: " + ", ".join(f"{k} {v}" for k, v in result.counts.model_dump().items()),
@@ -50,6 +57,8 @@ def cmd_ingest(args: argparse.Namespace, settings: MabillonSettings) -> int:
     lines += [f"  quarantined {q.uri}: {q.reason}" for q in result.quarantined]
     if result.manifest:
         lines.append(f"manifest: {result.manifest}")
+    if result.release_record:
+        lines.append(f"release record: {result.release_record}")
     emit(args, payload, "\n".join(lines))
     return 0
 
@@ -59,7 +68,9 @@ def generation_statuses(layout: StoreLayout) -> list[GenerationStatus]:
     out = []
     for gen in list_generations(layout):
         m = read_manifest(layout, gen)
-        status = "serving" if gen == routing.serving else "retired" if gen in routing.retired else "staged"
+        canaries = {c.generation for c in routing.canaries}
+        status = ("serving" if gen == routing.serving else "retired" if gen in routing.retired
+                  else "canary" if gen in canaries else "staged")
         out.append(GenerationStatus(generation=gen, status=status, created_at=m.created_at, counts=m.counts))
     return out
 

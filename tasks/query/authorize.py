@@ -1,9 +1,10 @@
 """Authorize first: the principal's allowed set, as a numpy mask and as a LanceDB filter.
 
 Both forms express one policy — a chunk is visible when its tenant equals the principal's,
-one of its groups is among the principal's groups, and its document is not excluded
-(tombstoned). Anything missing or malformed (no tenant, no groups, empty strings) is denied:
-the policy fails closed. The two forms are tested against each other.
+one of its groups is among the principal's groups, its document is not excluded (tombstoned),
+and the query time is inside its validity interval (tasks.query.validity). Anything missing or
+malformed (no tenant, no groups, empty strings) is denied: the policy fails closed. The two
+forms are tested against each other. `AllowedSet` joins them, evaluated at query time.
 """
 from __future__ import annotations
 
@@ -14,9 +15,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from datetime import datetime
+
 from schemas.retrieval import AccessDenied, Principal
+from tasks.query.validity import ValidityWindow, now_utc, validity_where
 
 _SAFE = re.compile(r"^[\w.@:/+-]+$")  # identifiers that can go into a SQL literal unchanged
+
+
+def is_safe_name(name: str) -> bool:
+    """A tenant or group name that can stand in a filter literal unchanged."""
+    return bool(_SAFE.match(name))
 
 
 def check_principal(principal: Principal) -> None:
@@ -66,3 +75,41 @@ def allowed_where(principal: Principal, excluded_doc_ids: Iterable[str] = ()) ->
         clause += f" AND doc_id NOT IN ({', '.join(sql_literal(d) for d in excluded)})"
     return clause
 
+
+
+class AllowedSet:
+    """Who may see which chunk (fixed when opened) and when (evaluated at each search).
+
+    `as_of` fixes the query time; without it each search uses the clock, so an embargo lifts
+    by itself. The mask for a time is cached until the next validity bound of any chunk.
+    """
+
+    def __init__(self, table: pa.Table, principal: Principal, excluded_doc_ids: Iterable[str] = (),
+                 as_of: datetime | None = None):
+        excluded = frozenset(excluded_doc_ids)
+        self.as_of = as_of
+        self._policy = allowed_mask(table, principal, excluded)
+        self._policy_where = allowed_where(principal, excluded)
+        # a table without the columns (published before intervals) has no bound: no time filter
+        self._validity = ValidityWindow.of(table)
+        self._combined: tuple[np.ndarray, np.ndarray] | None = None
+
+    def query_time(self) -> datetime:
+        return self.as_of or now_utc()
+
+    def mask(self) -> np.ndarray:
+        """The rows a search may score now (never modified by callers: copy before changing)."""
+        valid = self._validity.mask_at(self.query_time())
+        if valid is None:
+            return self._policy
+        cached = self._combined
+        if cached is not None and cached[0] is valid:
+            return cached[1]
+        combined = self._policy & valid
+        self._combined = (valid, combined)
+        return combined
+
+    def where(self) -> str:
+        if not self._validity.bounded:
+            return self._policy_where
+        return f"{self._policy_where} AND {validity_where(self.query_time())}"

@@ -161,7 +161,8 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
         space_id=retriever.space_id, provider=provider.name, model=provider.model,
         documents=documents, accepted=accepted_ids, held=sorted(held_docs), rejected=rejected,
         rejected_docs=sorted(rejected_docs), retrieved=retrieved, plan=executed,
-        briefings=ctx.briefings, flags=flags, cost=cost)
+        briefings=ctx.briefings, flags=flags, cost=cost,
+        route=getattr(retriever, "route", None), as_of=getattr(retriever, "as_of", None))
     if layout is not None:
         record = QueryRecord(
             query_id=new_query_id(question), created_at=datetime.now(timezone.utc).isoformat(),
@@ -170,7 +171,8 @@ def answer_question(retriever: SearchBackend, question: str, provider: Provider,
             space_id=retriever.space_id, provider=provider.name, model=provider.model,
             params=params.model_dump(), plan_calls=plan_calls, sub_questions=executed,
             warm_starts=warm_records, steps=[s for st in states for s in st.steps], calls=calls,
-            briefings=ctx.briefings, final=final, flags=flags, cost=cost)
+            briefings=ctx.briefings, final=final, flags=flags, cost=cost,
+            route=package.route, as_of=package.as_of)
         package.record = str(write_record(layout, record))
     return package
 

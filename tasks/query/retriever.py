@@ -11,17 +11,19 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 from schemas.embedding import EmbeddingSpaceMismatch
+from schemas.lineage import CHUNK_SCHEMA, conform
 from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
 from tasks.query import bm25 as bm25_mod
 from tasks.query import dense as dense_mod
 from tasks.query.analysis import analyze, named_corpora, question_query
-from tasks.query.authorize import allowed_mask, allowed_where
+from tasks.query.authorize import AllowedSet
 from tasks.query.fusion import balance, rrf
 from tasks.query.substring import normalize, occurrence_scores
 from tasks.query.temporal import decay_scores
@@ -43,8 +45,10 @@ class Retriever:
                  lance_table, embed_queries: Callable[[list[str]], np.ndarray],
                  principal: Principal,
                  retrieval: RetrievalSettings, index_dir: Location | Path | None,
-                 excluded_doc_ids: Iterable[str] = ()):
+                 excluded_doc_ids: Iterable[str] = (), as_of: datetime | None = None,
+                 route: str = "requested"):
         self.generation = generation
+        self.route = route  # serving | canary | requested: how this generation was chosen
         self.space_id = space_id
         self.principal = principal
         self.params = retrieval
@@ -54,9 +58,8 @@ class Retriever:
         # Query vectors depend only on the embedding space: shared by every retriever of it.
         self._qvecs = _QUERY_VECTORS.setdefault(space_id, OrderedDict())
         self._index_dir = index_dir
-        excluded = frozenset(excluded_doc_ids)
-        self._allowed = allowed_mask(view.table, principal, excluded)
-        self._where = allowed_where(principal, excluded)
+        # who (tenant, groups), what (tombstones) and when (validity at the query time)
+        self._access = AllowedSet(view.table, principal, excluded_doc_ids, as_of)
         self._first = first_rows(view)
         self._bm25: bm25_mod.Bm25Index | None = None
         self._folded: list[str] | None = None
@@ -66,8 +69,10 @@ class Retriever:
 
     @classmethod
     def open(cls, settings: MabillonSettings, principal: Principal, generation: str | None = None,
-             excluded_doc_ids: Iterable[str] | None = None) -> "Retriever":
-        """Open the serving generation (or `generation`) for `principal`.
+             excluded_doc_ids: Iterable[str] | None = None,
+             as_of: str | datetime | None = None) -> "Retriever":
+        """Open the generation routed to `principal` (a canary's, or the serving one), or
+        `generation`, as it stood at `as_of` (default: at each search).
 
         `excluded_doc_ids` defaults to the tombstone list, which lives outside any generation
         and so applies to whichever one is opened (a rollback cannot resurrect a deletion).
@@ -79,10 +84,13 @@ class Retriever:
         from tasks.store.lance_store import open_generation_table
         from tasks.store.layout import StoreLayout
         from tasks.store.manifests import read_manifest
+        from tasks.query.validity import resolve_as_of
         from tasks.store.routing import read_routing
 
+        at = resolve_as_of(as_of, principal)  # before anything is read: a bad one changes nothing
         layout = StoreLayout.from_settings(settings)
-        gen = generation or read_routing(layout).serving
+        routed = None if generation else read_routing(layout).route_for(principal.groups)
+        gen = generation or (routed.generation if routed else None)
         if gen is None:
             raise NoServingGeneration(f"no generation serves under {layout.manifests}; "
                                       "run `mabillon ingest` first")
@@ -108,12 +116,25 @@ class Retriever:
         return cls(generation=gen, space_id=manifest.embedding_space.space_id, view=view,
                    lance_table=table, embed_queries=embedder.embed_queries,
                    principal=principal, retrieval=settings.retrieval,
-                   index_dir=layout.index_dir(gen), excluded_doc_ids=excluded_doc_ids)
+                   index_dir=layout.index_dir(gen), excluded_doc_ids=excluded_doc_ids, as_of=at,
+                   route=routed.route if routed else "requested")
 
     # shared ---------------------------------------------------------------------------------
     @property
     def view(self) -> GenerationView:
         return self._view
+
+    @property
+    def _allowed(self) -> np.ndarray:
+        return self._access.mask()
+
+    @property
+    def _where(self) -> str:
+        return self._access.where()
+
+    @property
+    def as_of(self) -> datetime | None:
+        return self._access.as_of
 
     @property
     def allowed(self) -> np.ndarray:
@@ -285,8 +306,9 @@ _INDEXES: dict[tuple[str, str, str, bool, int], bm25_mod.Bm25Index] = {}
 def _load_view(lance_path: str, generation: str, table) -> GenerationView:
     key = (generation, lance_path)
     if key not in _VIEWS:
-        arrow = table.search().select(VIEW_COLUMNS).limit(table.count_rows()).to_arrow()
-        _VIEWS[key] = GenerationView.from_table(arrow)
+        stored = [c for c in VIEW_COLUMNS if c in table.schema.names]  # older generations lack some
+        arrow = table.search().select(stored).limit(table.count_rows()).to_arrow()
+        _VIEWS[key] = GenerationView.from_table(conform(arrow, CHUNK_SCHEMA))
     return _VIEWS[key]
 
 

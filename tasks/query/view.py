@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from schemas.retrieval import ChunkHit, DocHit
 
 VIEW_COLUMNS = ["chunk_id", "doc_id", "corpus", "date", "tenant", "groups", "ordinal", "text",
-                "char_start", "char_end", "page_start"]
+                "char_start", "char_end", "page_start", "valid_from", "valid_to"]
 
 NO_DAY = np.iinfo(np.int64).min  # a missing or unparseable date
 
