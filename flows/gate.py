@@ -111,7 +111,8 @@ def record_publish(layout: StoreLayout, generation: str, actor: str, reason: str
     return _record(layout, generation, decision, before, after, newest_arrival(layout, generation), None)
 
 
-def hold_for_decision(result: IngestResult, settings: MabillonSettings) -> IngestResult:
+def hold_for_decision(result: IngestResult, settings: MabillonSettings,
+                      timeout_s: int | None = None) -> IngestResult:
     """Shadow the staged candidate, then wait (paused, holding no lock) for approve / reject /
     canary from a person; a refused answer is shown in the form and asked again."""
     layout = StoreLayout.from_settings(settings)
@@ -123,7 +124,8 @@ def hold_for_decision(result: IngestResult, settings: MabillonSettings) -> Inges
     report = gate_report_task(settings, candidate)
     create_markdown_artifact(key="release-gate", markdown=gate_markdown(report),
                              description=f"{candidate} waits for a decision")
-    deadline = time.monotonic() + settings.gate.timeout_s
+    timeout_s = timeout_s or settings.gate.timeout_s
+    deadline = time.monotonic() + timeout_s
     refusal, attempt = None, 0
     while True:
         attempt += 1
@@ -135,7 +137,7 @@ def hold_for_decision(result: IngestResult, settings: MabillonSettings) -> Inges
         except FlowPauseTimeout:
             with serialised_release(layout):
                 before = read_routing(layout)
-                decision, after = record_timeout(layout, candidate, settings.gate.timeout_s, GATE_ACTOR, run_id)
+                decision, after = record_timeout(layout, candidate, timeout_s, GATE_ACTOR, run_id)
                 path = _record(layout, candidate, decision, before, after, arrival, report)
             raise GateTimedOut(f"{decision.reason}; release record {path}") from None
         _forget_answer(run_id, key)

@@ -47,6 +47,8 @@ class ReleaseOptions(BaseModel):
     reason: str = Field("ingest", description="recorded in the routing history")
     gate: bool | None = Field(None, description="publish staged, shadow it and wait for a person's decision "
                                                 "in the Prefect UI (default: the gate setting)")
+    gate_timeout_s: int | None = Field(None, ge=1, description="how long a gated release waits for the "
+                                                               "decision (default: the gate setting)")
 
 
 def _publish_artifacts(generation: str, report: ReconcileReport, run: RunCounts, quarantined) -> None:
@@ -135,7 +137,7 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
         result = IngestResult(generation=generation, serving=promote, counts=report.counts, run=run,
                               quarantined=quarantined, manifest=str(layout.manifest_path(generation)),
                               published=True, release_record=record if promote else None)
-    return hold_for_decision(result, settings) if gated else result  # the wait holds no lock
+    return hold_for_decision(result, settings, options.gate_timeout_s) if gated else result  # the wait holds no lock
 
 
 def _counts(staged: StagedGeneration) -> Counts:

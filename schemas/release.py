@@ -8,9 +8,9 @@ and a Prefect markdown artifact).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, WithJsonSchema
 
 from schemas.generation import Canary, Counts, Quarantined, RunCounts
 
@@ -73,8 +73,10 @@ class GateDecision(BaseModel):
     reason: str = Field(min_length=3, description="why — kept in the routing history and the release record")
     canary_groups: list[str] = Field(default_factory=list,
                                      description="with canary: the groups of principals routed to the candidate")
-    access_token: SecretStr | None = Field(None, description="your operator access token (required when "
-                                                            "principals.json names operators)")
+    # one masked text box in the form (no "None" toggle, no default shown)
+    access_token: Annotated[SecretStr, WithJsonSchema({"type": "string", "format": "password", "writeOnly": True})] = \
+        Field(default_factory=lambda: SecretStr(""), description="your operator access token (required when "
+                                                                 "principals.json names operators)")
     operator: str = Field("", description="your name, recorded when no operator tokens are configured")
 
 

@@ -96,7 +96,9 @@ def cmd_lineage(args: argparse.Namespace, settings: MabillonSettings) -> int:
              f"  source {src['uri']}", "  revisions:"]
     for r in info["revisions"]:
         lines.append(f"    {'*' if r['is_current'] else ' '} {r['revision_id']}  sha256:{r['digest']}  "
-                     f"{r['media_type']}  {r['size']} bytes  acquired {r['acquired_at']}")
+                     f"{r['media_type']}  {r['size']} bytes  acquired {r['acquired_at']}"
+                     + (f"  valid {r['valid_from'] or '…'} → {r['valid_to'] or '…'}"
+                        if r['valid_from'] or r['valid_to'] else ""))
     lines.append("  pages:")
     for p in info["pages"]:
         conf = f"  OCR confidence {p['ocr_confidence']:.1f}" if p["ocr_confidence"] is not None else ""

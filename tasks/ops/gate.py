@@ -64,12 +64,13 @@ def gate_report(settings: MabillonSettings, manifest: GenerationManifest) -> Gat
 
 
 def gate_markdown(report: GateReport, refusal: str | None = None) -> str:
-    """The form's description (Prefect renders it as markdown above the fields)."""
+    """The form's description (Prefect renders it as markdown above the fields): the figures a
+    reviewer decides on come first."""
     d = report.diff
     lines = [*([f"> **Refused: {refusal}** Nothing changed; decide again.", ""] if refusal else []),
              f"## Release `{report.generation}` waits for a decision", "",
-             f"Serving now: `{report.serving or '—'}`. Answer with the generation `{report.generation}`, "
-             "a decision (approve, reject or canary with groups) and a reason.", "",
+             f"Candidate `{report.generation}` against serving `{report.serving or '—'}`. Answer with "
+             "the generation, a decision (approve, reject, or canary with groups) and a reason.", "",
              "### Shadow report", "", *shadow_markdown(report.shadow, report.shadow_note), "",
              "### Counts and diff", "",
              ", ".join(f"{k} {v}" for k, v in report.counts.model_dump().items()) + ".",
@@ -80,14 +81,16 @@ def gate_markdown(report: GateReport, refusal: str | None = None) -> str:
     if report.quarantined:
         lines += ["", f"### Quarantined inputs ({len(report.quarantined)})", "", "| input | reason |",
                   "|---|---|", *(f"| {q.uri} | {q.reason} |" for q in report.quarantined[:50])]
+    if report.shadow and report.shadow.questions:
+        lines += ["", f"Questions: `{report.shadow.questions}`."]
     return "\n".join(lines)
 
 
 def authenticate(settings: MabillonSettings, decision: GateDecision) -> tuple[str, bool]:
     """(who decided, whether that is proven). With operators in principals.json a decision needs
     one's access token; without any, the typed name (or the configured actor) is recorded as such."""
-    token = decision.access_token.get_secret_value() if decision.access_token else None
-    if token and token.strip():
+    token = decision.access_token.get_secret_value()
+    if token.strip():
         return require_operator(resolve_token(settings, token)).principal_id, True
     if any(p.is_operator for p in list_principals(settings)):
         raise AccessDenied("this decision needs an operator's access token")

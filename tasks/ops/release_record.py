@@ -71,14 +71,13 @@ def shadow_markdown(shadow: ShadowReport | None, note: str | None = None) -> lis
     if shadow is None:
         return [f"No shadow comparison: {note or 'none was run'}."]
     s = shadow
-    lines = [f"{s.n} questions{f' from `{s.questions}`' if s.questions else ''}, {s.system}, k={s.k}: "
-             f"candidate `{s.staged}` vs serving `{s.serving}`.", "",
-             "| question type | n | recall@k candidate | recall@k serving | top-k overlap |",
+    lines = ["| question type | n | recall@k candidate | recall@k serving | top-k overlap |",
              "|---|---|---|---|---|",
              *(f"| {t.question_type} | {t.n} | {_pct(t.recall_staged)} | {_pct(t.recall_serving)} | "
                f"{t.mean_overlap:.2f} |" for t in s.by_type),
              f"| **all** | {s.n} | {_pct(s.recall_staged)} | {_pct(s.recall_serving)} | {s.mean_overlap:.2f} |",
-             "", f"Latency, median (p95): candidate {s.latency_staged_median_s * 1000:.1f} ms "
+             "", f"{s.n} questions, {s.system}, k={s.k}: candidate `{s.staged}` vs serving `{s.serving}`. "
+             f"Latency, median (p95): candidate {s.latency_staged_median_s * 1000:.1f} ms "
              f"({s.latency_staged_p95_s * 1000:.1f} ms), serving {s.latency_serving_median_s * 1000:.1f} ms "
              f"({s.latency_serving_p95_s * 1000:.1f} ms)."]
     return lines

@@ -18,7 +18,8 @@ import pyarrow.compute as pc
 from datetime import datetime
 
 from schemas.retrieval import AccessDenied, Principal
-from tasks.query.validity import ValidityWindow, now_utc, validity_where
+from tasks.query import validity
+from tasks.query.validity import ValidityWindow, validity_where
 
 _SAFE = re.compile(r"^[\w.@:/+-]+$")  # identifiers that can go into a SQL literal unchanged
 
@@ -95,7 +96,7 @@ class AllowedSet:
         self._combined: tuple[np.ndarray, np.ndarray] | None = None
 
     def query_time(self) -> datetime:
-        return self.as_of or now_utc()
+        return self.as_of or validity.now_utc()
 
     def mask(self) -> np.ndarray:
         """The rows a search may score now (never modified by callers: copy before changing)."""

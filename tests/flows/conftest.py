@@ -4,6 +4,7 @@ Everything binds to loopback; every process is started in its own group and kill
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -19,7 +20,10 @@ from tests.conftest import SAMPLE_RECORDS, write_records
 from tests.s3 import S3Bucket
 
 MABILLON = Path(sys.executable).with_name("mabillon")
-SERVED = {"scheduled-ingest", "promote", "rollback", "delete", "gc", "ask", "ask-batch", "evaluate"}
+SERVED = {"scheduled-ingest", "release", "promote", "rollback", "canary", "delete", "gc", "ask", "ask-batch",
+          "evaluate"}
+# The served home's registered question set for gated releases (about tests.conftest.SAMPLE_RECORDS).
+GATE_QUESTIONS = Path(__file__).with_name("gate_questions.jsonl")
 INGEST_CRON = "0 3 * * *"
 ASK_QUESTION = "Quand le débat sur les blés a-t-il été renvoyé à jeudi ?"
 
@@ -61,7 +65,8 @@ def served_bucket(s3_endpoint) -> S3Bucket:
 
 def served_env(prefect_server, bucket: S3Bucket) -> dict[str, str]:
     return {**os.environ, **bucket.env, "PREFECT_API_URL": prefect_server.api_url,
-            "MABILLON_WAREHOUSE_DIR": bucket.uri("warehouse")}
+            "MABILLON_WAREHOUSE_DIR": bucket.uri("warehouse"),
+            "MABILLON_GATE__QUESTIONS": str(GATE_QUESTIONS), "MABILLON_GATE__POLL_S": "1"}
 
 
 @pytest.fixture(scope="session")
@@ -134,3 +139,24 @@ def artifacts_of(api_url: str, flow_run_id) -> dict[str, dict]:
                       json={"artifacts": {"flow_run_id": {"any_": [str(flow_run_id)]}}},
                       timeout=10).json()
     return {a["key"]: a for a in rows}
+
+
+CHROMIUM = Path("/usr/bin/chromium")  # deploy/install-system-packages.sh installs it
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@contextlib.contextmanager
+def headless_chromium(profile: Path, height: int = 1000):
+    """A page in headless Debian chromium (playwright), closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM.exists(), "run deploy/install-system-packages.sh (Debian chromium)"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": height})
+        try:
+            yield browser.new_page()
+        finally:
+            browser.close()
