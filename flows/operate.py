@@ -122,6 +122,8 @@ def delete(params: DeleteParams, settings: MabillonSettings | None = None) -> De
         masked = time.perf_counter() - start
         generation, unknown = publish_without(layout, settings, doc_ids, params.reason)
         published = time.perf_counter() - start if len(unknown) < len(doc_ids) else None
+        if published is not None:  # a new generation serves: it gets its release record
+            record_publish(layout, generation, settings.actor, f"delete: {params.reason}".strip(), via="delete")
         purge, purged = None, None
         if settings.retention.deletion_window_s <= 0:  # otherwise `mabillon gc` purges once it passed
             purge = purge_documents(layout, set(doc_ids))
