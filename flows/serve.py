@@ -175,5 +175,38 @@ def serve_deployments(deployments: list[RunnerDeployment], api_url: str,
         serve(*deployments, limit=limit, print_starting_message=False)
 
 
+class WorkPoolMissing(LookupError):
+    """The work pool named for the deployments does not exist on the server."""
+
+
+def register_to_pool(deployments: list[RunnerDeployment], api_url: str, work_pool: str,
+                     home: Path) -> list[str]:
+    """Register the deployments with the server at `api_url`, to be run by the workers of
+    `work_pool` (a `process` pool, deploy/stack.py), and return their names; nothing runs here.
+
+    Runs take their settings from the worker's environment, except MABILLON_HOME, which the
+    deployment carries (a job variable) so that every worker of the pool writes the same home.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with temporary_settings({PREFECT_API_URL: api_url}):
+        with get_client(sync_client=True) as client:
+            try:
+                client.read_work_pool(work_pool)
+            except ObjectNotFound:
+                raise WorkPoolMissing(
+                    f"work pool {work_pool!r} not found on {api_url}: start it and its workers with "
+                    f"deploy/stack.py, or `prefect work-pool create {work_pool} --type process`") from None
+        names = []
+        for deployment in deployments:
+            deployment.job_variables = {**deployment.job_variables,
+                                        "env": {"MABILLON_HOME": str(home)}}
+            deployment.apply(work_pool_name=work_pool)
+            names.append(f"{deployment.flow_name}/{deployment.name}")
+        log.info("registered %d deployments to work pool %s on %s", len(names), work_pool, api_url)
+        return names
+
+
 def configured_api_url() -> str | None:
     return PREFECT_API_URL.value() or None

@@ -44,13 +44,20 @@ class OcrSettings(BaseModel):
     min_text_layer_chars: int = 20
     # Tesseract page segmentation mode: 3 = automatic layout without orientation detection.
     page_segmentation: int = 3
-    # 3×3 median filter before OCR: scanner grain makes tesseract find nothing, and slowly.
+    # 3×3 median filter before OCR: scanner grain makes tesseract find nothing, and slowly
+    # (a grainy page never denoised spent 36 s in tesseract's layout analysis). ~13 ms a page.
     denoise: bool = True
-    # A page whose OCR runs longer than this is kept as empty with the reason, not retried.
-    page_timeout_s: int = 180
-    # OpenMP threads inside each tesseract process (0: tesseract's default, all cores). Page
-    # workers are the parallelism; OpenMP on top made OCR 3× slower on 2 shared cores.
+    # A page whose recognition runs longer than this is kept as empty with the reason, not
+    # retried. Tesseract's own deadline: it bounds recognition, not the layout analysis before.
+    page_timeout_s: float = 180
+    # Threads tesseract may use inside one page. The in-process engine (tesserocr's PyPI wheel,
+    # built without OpenMP) reads a page on exactly one thread, which is this default; page
+    # workers are the parallelism (OpenMP on top made OCR 3-6× slower on 2 shared cores).
+    # Kept so a configuration naming it still loads; a value above 1 is refused.
     tesseract_threads: int = 1
+    # Folder of tesseract's .traineddata files (fra, osd); None: the Debian/Ubuntu/Fedora/
+    # Homebrew locations (tasks/ingest/parse/ocr.py, TESSDATA_DIRS).
+    tessdata: str | None = None
     # Orientation (pages scanned sideways or upside down). A page is read as it is first; only
     # when that result looks wrong does tesseract's OSD run, and a turned page is read again,
     # keeping the result with the higher confidence. Measured on the 7 sample pages at 300 dpi,
@@ -68,6 +75,14 @@ class OcrSettings(BaseModel):
     # pages at 200–300 dpi (2.2 on a five-word line); wrong answers ≤ 0.96, on 150-dpi pages
     # where OSD is unreliable. A wrong turn costs one more OCR: the confidence check rejects it.
     osd_min_confidence: float = 1.0
+
+    @field_validator("tesseract_threads")
+    @classmethod
+    def _one_thread_per_page(cls, value: int) -> int:
+        if value not in (0, 1):
+            raise ValueError("the in-process tesseract reads a page on one thread; use more OCR "
+                             "workers (MABILLON_OCR__WORKERS) for more parallelism")
+        return value
 
 
 class LlmSettings(BaseModel):
@@ -137,6 +152,9 @@ class ServeSettings(BaseModel):
     ingest_cron: str | None = None  # e.g. "*/15 * * * *"; None: scheduled ingest runs on demand only
     host: str = "127.0.0.1"
     port: int = 4200
+    # A `process` work pool on the server (deploy/stack.py starts one with its workers): the
+    # deployments are registered to it and its workers run them; None: `serve` runs them itself.
+    work_pool: str | None = None
 
 
 class GateSettings(BaseModel):

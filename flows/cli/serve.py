@@ -25,6 +25,9 @@ def register(sub, common) -> None:
     p.add_argument("--uri-list", help="file of paths / file:// / s3:// URIs ingested by scheduled-ingest")
     p.add_argument("--ingest-cron", help='schedule of scheduled-ingest, e.g. "*/15 * * * *"')
     p.add_argument("--limit", type=int, help="flow runs executed at once by this process")
+    p.add_argument("--work-pool", help="register the deployments to this process work pool on the "
+                                       "server PREFECT_API_URL names and return: its workers run "
+                                       "them (deploy/stack.py starts both)")
     p.set_defaults(func=cmd_serve)
 
 
@@ -32,7 +35,8 @@ def serve_settings_from(args: argparse.Namespace, settings: MabillonSettings) ->
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port),
                                    ("drop_folder", drop_folder_from(args.drop_folder)),
                                    ("uri_list", Path(args.uri_list).resolve() if args.uri_list else None),
-                                   ("ingest_cron", args.ingest_cron)) if v is not None}
+                                   ("ingest_cron", args.ingest_cron),
+                                   ("work_pool", getattr(args, "work_pool", None))) if v is not None}
     return settings.model_copy(update={"serve": settings.serve.model_copy(update=overrides)})
 
 
@@ -50,6 +54,8 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = serve_settings_from(args, settings)
+    if settings.serve.work_pool:
+        return register_to_work_pool(settings)
     # Flow runs are child processes that build their settings from the environment.
     os.environ["MABILLON_HOME"] = str(settings.home)
     api_url, server = configured_api_url(), None
@@ -72,6 +78,21 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
         stop.serving = False
         if server is not None:
             server.stop()
+    return 0
+
+
+def register_to_work_pool(settings: MabillonSettings) -> int:
+    """`serve --work-pool`: register the deployments for the pool's workers; start nothing."""
+    from flows.serve import build_deployments, configured_api_url, register_to_pool
+
+    api_url = configured_api_url()
+    if api_url is None:
+        raise ValueError("--work-pool registers to a running server: set PREFECT_API_URL to the "
+                         "server whose workers poll the pool (deploy/stack.py prints it)")
+    names = register_to_pool(build_deployments(settings.serve), api_url, settings.serve.work_pool,
+                             settings.home)
+    sys.stdout.write(f"Prefect UI: {api_url.removesuffix('/api')}\n"
+                     f"registered to work pool {settings.serve.work_pool}: {', '.join(names)}\n")
     return 0
 
 

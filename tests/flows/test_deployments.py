@@ -60,21 +60,29 @@ def test_unreferenced_definitions_are_dropped():
     assert set(reachable_definitions({"p": {"$ref": "#/definitions/A"}}, definitions)) == {"A", "B"}
 
 
-def test_compose_wires_server_postgres_minio_and_the_serving_worker():
+def test_compose_wires_server_postgres_minio_the_pool_and_its_workers():
     compose = yaml.safe_load((PROJECT_ROOT / "deploy" / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert {"postgres", "prefect-server", "minio", "mabillon"} <= set(services)
+    assert {"postgres", "prefect-server", "minio", "work-pool", "mabillon-register",
+            "mabillon-worker"} <= set(services)
     server_env = services["prefect-server"]["environment"]
     db_env = services["postgres"]["environment"]
-    url = server_env["PREFECT_API_DATABASE_CONNECTION_URL"]
+    url = server_env["PREFECT_SERVER_DATABASE_CONNECTION_URL"]
     assert url.startswith("postgresql+asyncpg://")
     assert f"{db_env['POSTGRES_USER']}:{db_env['POSTGRES_PASSWORD']}@postgres:5432/" \
            f"{db_env['POSTGRES_DB']}" in url
-    worker = services["mabillon"]
-    assert worker["environment"]["PREFECT_API_URL"] == "http://prefect-server:4200/api"
+    pool, register, worker = (services[n] for n in ("work-pool", "mabillon-register", "mabillon-worker"))
+    name = pool["command"][pool["command"].index("create") + 1]
+    assert pool["command"][pool["command"].index("--type") + 1] == "process"
+    # the deployments go to that pool, and the workers poll it
+    assert register["command"][:2] == ["mabillon", "serve"]
+    assert register["command"][register["command"].index("--work-pool") + 1] == name
+    assert worker["command"][:3] == ["prefect", "worker", "start"]
+    assert worker["command"][worker["command"].index("--pool") + 1] == name
+    for job in (register, worker):
+        assert job["depends_on"]["work-pool"]["condition"] == "service_completed_successfully"
+        assert job["environment"]["PREFECT_API_URL"] == "http://prefect-server:4200/api"
     assert worker["environment"]["AWS_ENDPOINT_URL"] == "http://minio:9000"
-    assert "serve" in worker["command"]
-    assert {"prefect-server", "minio"} <= set(worker["depends_on"])
     assert worker["build"]["context"] == ".."  # compose paths are relative to deploy/
     assert (PROJECT_ROOT / worker["build"]["dockerfile"]).exists()
     for volume in (v.split(":", 1)[0] for s in services.values() for v in s.get("volumes", [])):
@@ -86,10 +94,10 @@ def test_compose_worker_keeps_lancedb_and_the_source_store_in_minio(tmp_path: Pa
     from tasks.store.layout import StoreLayout
 
     compose = yaml.safe_load((PROJECT_ROOT / "deploy" / "docker-compose.yml").read_text())
-    worker = compose["services"]["mabillon"]
+    worker, register = compose["services"]["mabillon-worker"], compose["services"]["mabillon-register"]
     env = {k: str(v) for k, v in worker["environment"].items()}
     made = " ".join(compose["services"]["minio-buckets"]["command"])
-    warehouse, drop = env["MABILLON_WAREHOUSE_DIR"], worker["command"][worker["command"].index("--drop-folder") + 1]
+    warehouse, drop = env["MABILLON_WAREHOUSE_DIR"], register["command"][register["command"].index("--drop-folder") + 1]
     for uri in (warehouse, drop):  # both buckets exist before the worker starts
         assert uri.startswith("s3://") and f"local/{uri.split('/')[2]}" in made
     assert worker["depends_on"]["minio-buckets"]["condition"] == "service_completed_successfully"

@@ -11,7 +11,8 @@ from tasks.ingest.parse.cer import character_error_rate
 from tasks.ingest.parse.image import parse_image
 from tasks.ingest.parse.normalize import normalize_text
 from tasks.ingest.parse.errors import ParseRefused
-from tasks.ingest.parse.ocr import assemble, ocr_pages
+from tasks.ingest.parse import ocr
+from tasks.ingest.parse.ocr import OcrUnavailable, OcrWord, assemble, denoise, ocr_pages
 from tasks.ingest.parse.pdf import parse_pdf
 from tasks.ingest.render import PageRender, image_pages
 from tests.fixtures import make_samples as fx
@@ -68,15 +69,13 @@ def test_normalised_text_is_derived_from_the_raw_text_which_keeps_the_line_break
 
 
 def test_assemble_separates_words_lines_and_paragraphs_and_scales_boxes():
-    rows = [  # level, block, par, line, word, left, top, width, height, conf, text
-        (5, 1, 1, 1, 1, 10, 10, 40, 20, 96.0, "Le"), (5, 1, 1, 1, 2, 60, 10, 80, 20, 90.0, "maire"),
-        (5, 1, 1, 2, 1, 10, 40, 60, 20, 80.0, "expose"), (4, 1, 2, 1, 0, 0, 0, 0, 0, -1, ""),
-        (5, 1, 2, 1, 1, 10, 90, 50, 20, -1, "que"), (5, 2, 1, 1, 1, 10, 150, 30, 20, 70.0, " "),
+    rows = [  # block, paragraph, line, left, top, right, bottom, confidence, text
+        (1, 1, 1, 10, 10, 50, 30, 96.0, "Le"), (1, 1, 1, 60, 10, 140, 30, 90.0, "maire"),
+        (1, 1, 2, 10, 40, 70, 60, 80.0, "expose"), (1, 2, 1, 10, 90, 60, 110, -1.0, "que"),
     ]
-    keys = ["level", "block_num", "par_num", "line_num", "word_num", "left", "top", "width",
-            "height", "conf", "text"]
-    data = {k: [r[i] for r in rows] for i, k in enumerate(keys)} | {"page_num": [1] * len(rows)}
-    result = assemble(data, scale=0.5)
+    words = [OcrWord(block=b, paragraph=p, line=n, box=(x0, y0, x1, y1), confidence=c, text=t)
+             for b, p, n, x0, y0, x1, y1, c, t in rows]
+    result = assemble(words, scale=0.5)
     assert result.text == "Le maire\nexpose\n\nque"
     first_line = result.elements[0]
     assert (first_line.kind, first_line.char_start, first_line.char_end) == ("line", 0, 8)
@@ -85,6 +84,29 @@ def test_assemble_separates_words_lines_and_paragraphs_and_scales_boxes():
     assert result.text[que.char_start:que.char_end] == "que" and que.confidence is None
     # confidence weighted by word length: (0.96*2 + 0.90*5 + 0.80*6) / 13
     assert result.confidence == pytest.approx((0.96 * 2 + 0.90 * 5 + 0.80 * 6) / 13)
+
+
+def test_words_come_with_tesseracts_block_paragraph_and_line_numbers():
+    two_paragraphs = Image.new("L", (1400, 400), 255)
+    draw = ImageDraw.Draw(two_paragraphs)
+    font = ImageFont.truetype(str(FONT_FILE), 48)
+    draw.text((20, 30), "Premier alinéa du registre", fill=0, font=font)
+    draw.text((20, 95), "et sa seconde ligne", fill=0, font=font)
+    draw.text((20, 300), "Second article", fill=0, font=font)
+    render = PageRender(page_no=1, image=two_paragraphs, dpi=300, rotation=0, width=1400,
+                        height=400, scale=1.0)
+    page = ocr_pages([render], OcrSettings(workers=1))[0]
+    assert page.raw_text == "Premier alinéa du registre\net sa seconde ligne\n\nSecond article"
+
+
+def test_denoise_gives_the_pixels_of_pil_median_filter():
+    from PIL import ImageFilter
+    import numpy as np
+
+    grainy = render_scan(source_text(fx.ROTATED), dpi=150, noise=40, seed=3)
+    grainy = grainy.crop((0, 0, 601, 333))  # odd sizes: the bands do not divide the height
+    expected = np.asarray(grainy.filter(ImageFilter.MedianFilter(3)))
+    assert np.array_equal(denoise(np.asarray(grainy)), expected)
 
 
 def _line_image(text: str) -> PageRender:
@@ -118,24 +140,49 @@ def test_an_image_that_cannot_be_decoded_is_refused():
         parse_image(data, fx.revision_for("x.png", data), SETTINGS)
 
 
-def test_a_page_whose_ocr_times_out_is_kept_empty_with_the_reason(monkeypatch):
-    import pytesseract
-
-    def too_slow(*args, **kwargs):
-        raise RuntimeError("Tesseract process timeout")
-
-    monkeypatch.setattr(pytesseract, "image_to_data", too_slow)
-    pages = ocr_pages([_line_image("Registre")], OcrSettings(workers=1, page_timeout_s=5))
-    assert pages[0].raw_text == "" and pages[0].empty_reason == "OCR stopped after 5 s"
+def test_a_page_whose_ocr_runs_past_its_budget_is_kept_empty_with_the_reason():
+    # tesseract's own deadline, for real: a full page cannot be recognised in 50 ms
+    render = next(image_pages(fx.straight_scan("PNG")))
+    page = ocr_pages([render], OcrSettings(workers=1, page_timeout_s=0.05))[0]
+    assert page.raw_text == "" and page.empty_reason == "OCR stopped after 0.05 s"
 
 
-def test_tesseract_openmp_threads_follow_the_setting(monkeypatch):
+def test_tesseract_reads_a_page_on_one_thread():
     import os
+    import threading
 
-    monkeypatch.delenv("OMP_THREAD_LIMIT", raising=False)
-    # not the default (1), so the assertion shows the setting was read
-    ocr_pages([_line_image("Cote")], OcrSettings(workers=1, tesseract_threads=3))
-    assert os.environ["OMP_THREAD_LIMIT"] == "3"
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    render = next(image_pages(fx.straight_scan("PNG")))
+    ocr_pages([_line_image("Cote")], OcrSettings(workers=1))  # engine made before counting
+    before, peak = threads(), 0
+    reading = threading.Thread(target=ocr.ocr_page, args=(render, OcrSettings(workers=1)))
+    reading.start()
+    while reading.is_alive():
+        peak = max(peak, threads())
+    assert peak <= before + 1  # the reading thread itself, nothing inside tesseract
+
+
+def test_more_than_one_tesseract_thread_is_refused_with_what_to_do_instead():
+    with pytest.raises(ValueError, match="MABILLON_OCR__WORKERS"):
+        OcrSettings(tesseract_threads=2)
+
+
+def test_engines_are_made_once_per_worker_and_reused_across_documents(monkeypatch):
+    monkeypatch.setattr(ocr, "ENGINES", ocr.EnginePool())
+    renders = [PageRender(**{**_line_image(t).__dict__, "page_no": i + 1})
+               for i, t in enumerate(["Cote un", "Cote deux", "Cote trois"])]
+    ocr_pages(iter(renders), OcrSettings(workers=1))
+    ocr_pages(iter(renders), OcrSettings(workers=1))
+    assert ocr.ENGINES.idle() == 1
+    ocr_pages(iter(renders * 2), OcrSettings(workers=2))
+    assert ocr.ENGINES.idle() <= 2
+
+
+def test_missing_language_data_is_a_setup_error_that_names_the_package(tmp_path):
+    with pytest.raises(OcrUnavailable, match="tesseract-ocr-fra"):
+        ocr_pages([_line_image("Cote")], OcrSettings(workers=1, tessdata=str(tmp_path)))
 
 
 # --- pages scanned sideways or upside down -------------------------------------------------
@@ -153,22 +200,15 @@ def _turned_scan(degrees: int, text: str | None = None) -> Image.Image:
 
 @pytest.fixture
 def osd_calls(monkeypatch):
-    """Every call to tesseract's orientation detection, still run for real: (outcome, kwargs)."""
-    import pytesseract
-
-    calls: list[tuple[object, dict]] = []
-    real = pytesseract.image_to_osd
+    """Every orientation detection, still run for real: the turns it returned."""
+    calls: list[int] = []
+    real = ocr.detect_turn
 
     def counted(*args, **kwargs):
-        try:
-            result = real(*args, **kwargs)
-        except pytesseract.TesseractError as exc:
-            calls.append((exc, kwargs))
-            raise
-        calls.append((result, kwargs))
-        return result
+        calls.append(real(*args, **kwargs))
+        return calls[-1]
 
-    monkeypatch.setattr(pytesseract, "image_to_osd", counted)
+    monkeypatch.setattr(ocr, "detect_turn", counted)
     return calls
 
 
@@ -203,44 +243,55 @@ def test_a_straight_page_does_not_run_orientation_detection(osd_calls):
 
 
 def test_a_page_with_almost_no_text_keeps_its_first_reading_when_orientation_detection_fails(osd_calls):
-    import pytesseract
-
     render = _line_image("Cote 12")
     sideways = render.image.rotate(90, expand=True)
     render = PageRender(page_no=1, image=sideways, dpi=300, rotation=0,
                         width=sideways.width, height=sideways.height, scale=1.0)
     page = ocr_pages([render], OcrSettings(workers=1))[0]
-    assert len(osd_calls) == 1 and isinstance(osd_calls[0][0], pytesseract.TesseractError)
+    assert osd_calls == [0]  # OSD ran, and could not tell
     assert page.rotation == 0 and page.raw_text and page.empty_reason is None
     assert (page.width, page.height) == (sideways.width, sideways.height)
 
 
-def test_orientation_detection_runs_under_the_thread_limit_and_the_page_time_budget(monkeypatch):
-    import os
-
-    import pytesseract
-
-    seen: list[tuple[str | None, float]] = []
-
-    def fake_osd(image, **kwargs):
-        seen.append((os.environ.get("OMP_THREAD_LIMIT"), kwargs["timeout"]))
-        return {"rotate": 0, "orientation_conf": 0.0}
-
-    monkeypatch.setattr(pytesseract, "image_to_osd", fake_osd)
-    monkeypatch.delenv("OMP_THREAD_LIMIT", raising=False)
+def _upside_down_line() -> PageRender:
     upside_down = _line_image("Registre des naissances").image.rotate(180)
-    render = PageRender(page_no=1, image=upside_down, dpi=300, rotation=0, width=1400, height=120,
-                        scale=1.0)
-    page = ocr_pages([render], OcrSettings(workers=1, tesseract_threads=2, page_timeout_s=30))[0]
-    assert len(seen) == 1 and seen[0][0] == "2" and 0 < seen[0][1] <= 30
-    assert page.rotation == 0  # OSD saw no turn: the first reading stands
+    return PageRender(page_no=1, image=upside_down, dpi=300, rotation=0, width=1400, height=120,
+                      scale=1.0)
+
+
+def test_the_second_reading_of_a_turned_page_gets_what_is_left_of_the_page_budget(monkeypatch):
+    budgets: list[float] = []
+    real = ocr.read_image
+
+    def recorded(pixels, dpi, scale, settings, timeout_s):
+        budgets.append(timeout_s)
+        return real(pixels, dpi, scale, settings, timeout_s)
+
+    monkeypatch.setattr(ocr, "read_image", recorded)
+    monkeypatch.setattr(ocr, "detect_turn", lambda *args, **kwargs: 180)
+    page = ocr_pages([_upside_down_line()], OcrSettings(workers=1, page_timeout_s=30))[0]
+    assert len(budgets) == 2 and budgets[0] == 30 and 0 < budgets[1] < 30
+    assert page.rotation == 180 and page.raw_text == "Registre des naissances"
+
+
+def test_a_page_whose_budget_is_spent_by_the_first_reading_skips_orientation_detection(
+        monkeypatch, osd_calls):
+    import time
+
+    real = ocr.read_image
+
+    def slow(*args, **kwargs):
+        result = real(*args, **kwargs)
+        time.sleep(1.0)  # the first reading leaves under half a second of the 1.5 s budget
+        return result
+
+    monkeypatch.setattr(ocr, "read_image", slow)
+    page = ocr_pages([_upside_down_line()], OcrSettings(workers=1, page_timeout_s=1.5))[0]
+    assert osd_calls == [] and page.rotation == 0 and page.raw_text  # the first reading stands
 
 
 def test_a_wrong_turn_from_orientation_detection_is_rejected_by_the_confidence_check(monkeypatch):
-    import pytesseract
-
-    monkeypatch.setattr(pytesseract, "image_to_osd",
-                        lambda image, **kwargs: {"rotate": 180, "orientation_conf": 30.0})
+    monkeypatch.setattr(ocr, "detect_turn", lambda *args, **kwargs: 180)
     # a threshold above any confidence sends even this straight line through OSD
     settings = OcrSettings(workers=1, osd_below_confidence=1.01)
     page = ocr_pages([_line_image("Registre des naissances")], settings)[0]

@@ -1,9 +1,14 @@
 """OCR: tesseract on a page render → raw text with line and word boxes and confidences.
 
+Tesseract runs in this process, through its C++ API (tesserocr): the render's pixels are handed
+over in memory, the language model is loaded once per engine and the engine is reused from page
+to page, so a page costs tesseract's own recognition and little else — no image file written
+and read back, no process started and no model loaded per page, no TSV to parse (see
+docs/benchmarks.md, "Parsing and OCR"). tesserocr releases the GIL while tesseract works, so
+page workers are threads of this process (`ocr_pages`), each holding its own engine.
+
 Raw text is built from tesseract's own layout: words joined by spaces, lines by a newline,
 paragraphs and blocks by a blank line, so each element's offsets point into that raw text.
-Pages are OCRed in a thread pool: pytesseract runs tesseract as a subprocess, so threads give
-real parallelism without copying page images between processes.
 
 Pages scanned sideways or upside down are turned before they are read (`read_upright`): the
 render is OCRed as it is first, and only a result that looks wrong (low confidence, or words
@@ -13,15 +18,17 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
+import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
-import pytesseract
-from PIL import Image, ImageFilter
+import numpy as np
+import tesserocr
 
 from schemas.lineage import Element, ParsedPage
 from schemas.settings import OcrSettings
@@ -30,7 +37,36 @@ from tasks.ingest.render import PageRender
 
 log = logging.getLogger(__name__)
 
-_WORD_LEVEL = 5
+# Where Debian (tesseract-ocr-fra / -osd), Ubuntu, Fedora and Homebrew put the language data.
+# The PyPI wheel of tesserocr bundles the library but no language data.
+TESSDATA_DIRS = ("/usr/share/tesseract-ocr/5/tessdata", "/usr/share/tesseract-ocr/4.00/tessdata",
+                 "/usr/share/tessdata", "/usr/share/tesseract/tessdata", "/usr/local/share/tessdata",
+                 "/opt/homebrew/share/tessdata")
+OSD_LANGUAGE = "osd"
+# Rows of pixels median-filtered at once: a band of the page stays in the CPU cache between
+# the filter's passes (16 rows: 13 ms for an A4 page at 300 dpi, 3× faster than whole-page passes).
+_DENOISE_BAND = 16
+
+
+class OcrUnavailable(Exception):
+    """Tesseract cannot run here (language data missing, engine failing to start): a setup
+    error for every page, not a property of one page."""
+
+
+class PageTimeout(Exception):
+    """Tesseract stopped recognising a page at its time budget."""
+
+
+@dataclass(frozen=True)
+class OcrWord:
+    """One recognised word, in tesseract's reading order, with the layout it sits in."""
+
+    block: int
+    paragraph: int
+    line: int
+    text: str
+    box: tuple[int, int, int, int]  # left, top, right, bottom, in pixels of the image read
+    confidence: float  # tesseract's 0–100
 
 
 @dataclass(frozen=True)
@@ -42,7 +78,132 @@ class OcrText:
 
 @functools.cache
 def tesseract_version() -> str:
-    return str(pytesseract.get_tesseract_version())
+    """The version of the tesseract library this process runs (e.g. "5.5.4")."""
+    return tesserocr.tesseract_version().split()[1]
+
+
+@functools.cache
+def tessdata_dir(configured: str | None, language: str) -> str:
+    """The folder holding `<language>.traineddata` for every language of `language`
+    (e.g. "fra" or "fra+eng"), with the trailing slash tesseract wants."""
+    needed = [name.lstrip("~") for name in language.split("+")]
+    candidates = [configured] if configured else list(TESSDATA_DIRS)
+    for folder in map(Path, candidates):
+        if all((folder / f"{name}.traineddata").is_file() for name in needed):
+            return f"{folder}/"
+    where = configured or ", ".join(TESSDATA_DIRS)
+    raise OcrUnavailable(
+        f"tesseract language data {'+'.join(needed)} not found in {where}: install the Debian "
+        f"packages tesseract-ocr-fra and tesseract-ocr-osd (deploy/install-system-packages.sh) "
+        f"or set MABILLON_OCR__TESSDATA to the folder holding the .traineddata files")
+
+
+class EnginePool:
+    """Tesseract engines kept for the life of the process and lent to one thread at a time.
+
+    Loading a language model costs about 0.1 s; an engine is made the first time a thread needs
+    one while all others are lent, and reused by every later page and document, whichever pool
+    thread or Dask task asks. At most as many engines exist per (data, language, mode) as pages
+    were ever read at once, so memory follows the worker count.
+    """
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, str, int], list[tesserocr.PyTessBaseAPI]] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def lend(self, path: str, language: str, psm: int) -> Iterator[tesserocr.PyTessBaseAPI]:
+        key = (path, language, psm)
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            engine = idle.pop() if idle else None
+        if engine is None:
+            try:
+                engine = tesserocr.PyTessBaseAPI(path=path, lang=language, psm=psm)
+            except RuntimeError as exc:
+                raise OcrUnavailable(f"tesseract could not start with {language} from {path}: "
+                                     f"{exc}") from None
+        try:
+            yield engine
+        finally:
+            engine.Clear()  # drop the page's image and results; the model stays loaded
+            with self._lock:
+                self._idle[key].append(engine)
+
+    def idle(self) -> int:
+        """Engines made so far and not lent out now."""
+        with self._lock:
+            return sum(len(engines) for engines in self._idle.values())
+
+
+ENGINES = EnginePool()
+
+
+def denoise(pixels: np.ndarray) -> np.ndarray:
+    """3×3 median filter of a greyscale image, edges replicated: the same pixels as PIL's
+    ImageFilter.MedianFilter(3) in milliseconds instead of 0.2–0.9 s (PIL's rank filter slows
+    with grain, exactly where it is needed).
+
+    Each column of three is sorted once (low ≤ mid ≤ high); the median of the nine is then the
+    median of (highest low, median of mids, lowest high) over three neighbouring columns.
+    """
+    padded = np.pad(pixels, 1, mode="edge")
+    out = np.empty_like(pixels)
+    for y in range(0, pixels.shape[0], _DENOISE_BAND):
+        rows = padded[y:min(y + _DENOISE_BAND, pixels.shape[0]) + 2]
+        top, mid, bottom = rows[:-2], rows[1:-1], rows[2:]
+        low, high = np.minimum(top, mid), np.maximum(top, mid)
+        middle = np.minimum(high, bottom)
+        np.maximum(high, bottom, out=high)
+        middle, low = np.maximum(low, middle), np.minimum(low, middle)
+        lows = np.maximum(np.maximum(low[:, :-2], low[:, 1:-1]), low[:, 2:])
+        highs = np.minimum(np.minimum(high[:, :-2], high[:, 1:-1]), high[:, 2:])
+        out[y:y + len(lows)] = _median3(lows, _median3(middle[:, :-2], middle[:, 1:-1], middle[:, 2:]),
+                                        highs)
+    return out
+
+
+def _median3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
+
+
+def prepare(render: PageRender, settings: OcrSettings) -> np.ndarray:
+    """The pixels tesseract reads: the greyscale render, median-filtered when settings.denoise."""
+    image = render.image if render.image.mode == "L" else render.image.convert("L")
+    pixels = np.asarray(image)
+    return denoise(pixels) if settings.denoise else np.ascontiguousarray(pixels)
+
+
+def _hand_over(engine: tesserocr.PyTessBaseAPI, pixels: np.ndarray, dpi: int) -> None:
+    height, width = pixels.shape
+    engine.SetImageBytes(pixels.tobytes(), width, height, 1, width)
+    engine.SetSourceResolution(dpi)
+
+
+def words_of(engine: tesserocr.PyTessBaseAPI) -> list[OcrWord]:
+    """The recognised words in reading order, numbered by block, paragraph and line as
+    tesseract's TSV output numbers them."""
+    iterator = engine.GetIterator()
+    words: list[OcrWord] = []
+    if iterator is None:
+        return words
+    block = paragraph = line = 0
+    word_level = tesserocr.RIL.WORD
+    for word in tesserocr.iterate_level(iterator, word_level):
+        if word.IsAtBeginningOf(tesserocr.RIL.BLOCK):
+            block, paragraph, line = block + 1, 0, 0
+        if word.IsAtBeginningOf(tesserocr.RIL.PARA):
+            paragraph, line = paragraph + 1, 0
+        if word.IsAtBeginningOf(tesserocr.RIL.TEXTLINE):
+            line += 1
+        if word.Empty(word_level):
+            continue
+        text = (word.GetUTF8Text(word_level) or "").strip()
+        if text:
+            words.append(OcrWord(block=block, paragraph=paragraph, line=line, text=text,
+                                 box=word.BoundingBox(word_level),
+                                 confidence=word.Confidence(word_level)))
+    return words
 
 
 def _union(boxes: Sequence[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
@@ -50,8 +211,8 @@ def _union(boxes: Sequence[tuple[float, float, float, float]]) -> tuple[float, f
             max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
-def assemble(data: dict[str, list], scale: float) -> OcrText:
-    """Turn pytesseract's image_to_data dictionary into raw text and elements.
+def assemble(words: Iterable[OcrWord], scale: float) -> OcrText:
+    """Turn tesseract's words into raw text and elements.
 
     `scale` maps pixels to page units (72/dpi for PDF pages, 1 for image files).
     """
@@ -72,12 +233,9 @@ def assemble(data: dict[str, list], scale: float) -> OcrText:
             elements.extend(line_words)
             line_words.clear()
 
-    for i, level in enumerate(data["level"]):
-        word = str(data["text"][i]).strip()
-        if level != _WORD_LEVEL or not word:
-            continue
-        par = (data["page_num"][i], data["block_num"][i], data["par_num"][i])
-        line = par + (data["line_num"][i],)
+    for word in words:
+        par = (word.block, word.paragraph)
+        line = par + (word.line,)
         if previous_line is not None:
             separator = " " if line == previous_line else ("\n" if par == previous_par else "\n\n")
             if line != previous_line:
@@ -85,44 +243,35 @@ def assemble(data: dict[str, list], scale: float) -> OcrText:
             parts.append(separator)
             length += len(separator)
         previous_par, previous_line = par, line
-        left, top = data["left"][i], data["top"][i]
-        box = (left * scale, top * scale, (left + data["width"][i]) * scale,
-               (top + data["height"][i]) * scale)
-        conf = float(data["conf"][i])
-        confidence = conf / 100.0 if conf >= 0 else None
-        line_words.append(Element(kind="word", char_start=length, char_end=length + len(word),
-                                  bbox=box, confidence=confidence))
-        parts.append(word)
-        length += len(word)
+        left, top, right, bottom = word.box
+        confidence = word.confidence / 100.0 if word.confidence >= 0 else None
+        line_words.append(Element(kind="word", char_start=length, char_end=length + len(word.text),
+                                  bbox=(left * scale, top * scale, right * scale, bottom * scale),
+                                  confidence=confidence))
+        parts.append(word.text)
+        length += len(word.text)
         if confidence is not None:
-            weighted += confidence * len(word)
-            chars += len(word)
+            weighted += confidence * len(word.text)
+            chars += len(word.text)
     close_line()
     return OcrText(text="".join(parts), elements=elements,
                    confidence=weighted / chars if chars else None)
 
 
-def prepare(render: PageRender, settings: OcrSettings) -> Image.Image:
-    """The image tesseract reads: the render, median-filtered when settings.denoise."""
-    return render.image.filter(ImageFilter.MedianFilter(3)) if settings.denoise else render.image
-
-
-def read_image(image: Image.Image, dpi: int, scale: float, settings: OcrSettings,
+def read_image(pixels: np.ndarray, dpi: int, scale: float, settings: OcrSettings,
                timeout_s: float) -> OcrText:
-    """OCR an already prepared image. Raises RuntimeError when tesseract runs past timeout_s."""
-    data = pytesseract.image_to_data(
-        image, lang=settings.language, config=f"--psm {settings.page_segmentation} --dpi {dpi}",
-        output_type=pytesseract.Output.DICT, timeout=timeout_s)
-    return assemble(data, scale)
+    """OCR already prepared pixels. Raises PageTimeout when tesseract stops at timeout_s.
 
-
-def ocr_render(render: PageRender, settings: OcrSettings) -> OcrText:
-    """OCR the render as it is, without orientation detection.
-
-    Raises RuntimeError when tesseract runs past settings.page_timeout_s.
+    The budget is tesseract's own deadline, checked as it recognises words; its layout analysis
+    before that cannot be interrupted in process (a page of pure grain, never denoised, spent
+    36 s there), which is what the default denoise prevents.
     """
-    return read_image(prepare(render, settings), render.dpi, render.scale, settings,
-                      settings.page_timeout_s)
+    path = tessdata_dir(settings.tessdata, settings.language)
+    with ENGINES.lend(path, settings.language, settings.page_segmentation) as engine:
+        _hand_over(engine, pixels, dpi)
+        if not engine.Recognize(max(1, int(timeout_s * 1000))):
+            raise PageTimeout(f"tesseract stopped at the page's time budget ({timeout_s:g} s)")
+        return assemble(words_of(engine), scale)
 
 
 def vertical_share(result: OcrText) -> float:
@@ -146,31 +295,31 @@ def looks_misoriented(result: OcrText, settings: OcrSettings) -> bool:
             or vertical_share(result) > settings.osd_vertical_share)
 
 
-def detect_turn(image: Image.Image, dpi: int, settings: OcrSettings, timeout_s: float) -> int:
+def detect_turn(pixels: np.ndarray, dpi: int, settings: OcrSettings) -> int:
     """Clockwise degrees (0, 90, 180, 270) that make the page upright, by tesseract's OSD.
 
-    0 when OSD is not confident enough, and when it cannot tell: too little text makes
-    tesseract raise, which here means "keep the page as it is", not an error.
+    0 when OSD is not confident enough, and when it cannot tell (too little text), which here
+    means "keep the page as it is", not an error. OSD looks at a bounded number of characters
+    (a few hundred), so it takes a fraction of a reading even on a dense page.
     """
-    try:
-        osd = pytesseract.image_to_osd(image, config=f"--dpi {dpi}",
-                                       output_type=pytesseract.Output.DICT, timeout=timeout_s)
-    except pytesseract.TesseractError as exc:
-        if "Too few characters" in str(exc):
-            log.debug("orientation not detected (too little text)")
-        else:  # e.g. osd.traineddata missing (Debian: tesseract-ocr-osd); the page is kept as read
-            log.warning("orientation detection failed, page kept as read: %s", exc)
+    path = tessdata_dir(settings.tessdata, OSD_LANGUAGE)
+    with ENGINES.lend(path, OSD_LANGUAGE, tesserocr.PSM.OSD_ONLY) as engine:
+        _hand_over(engine, pixels, dpi)
+        osd = engine.DetectOrientationScript()
+    if not osd:
+        log.debug("orientation not detected (too little text)")
         return 0
-    turn = int(osd.get("rotate", 0)) % 360
-    if turn not in (90, 180, 270) or osd.get("orientation_conf", 0.0) < settings.osd_min_confidence:
+    # OSD reports how far the image is turned clockwise; turning it back is the rest of a circle
+    turn = (360 - int(osd["orient_deg"])) % 360
+    if turn not in (90, 180, 270) or osd["orient_conf"] < settings.osd_min_confidence:
         return 0
     return turn
 
 
-# clockwise degrees → the PIL transpose that turns the image that far (PIL's ROTATE_* are
-# counter-clockwise); a transpose moves pixels exactly, so tesseract reads the same glyphs
-_TURNS = {90: Image.Transpose.ROTATE_270, 180: Image.Transpose.ROTATE_180,
-          270: Image.Transpose.ROTATE_90}
+def turned(pixels: np.ndarray, clockwise: int) -> np.ndarray:
+    """The pixels turned `clockwise` degrees (90, 180, 270); exact, so tesseract reads the same
+    glyphs (np.rot90 turns counter-clockwise for positive k)."""
+    return np.ascontiguousarray(np.rot90(pixels, k=-(clockwise // 90)))
 
 
 def read_upright(render: PageRender, settings: OcrSettings) -> tuple[OcrText, int]:
@@ -183,20 +332,21 @@ def read_upright(render: PageRender, settings: OcrSettings) -> tuple[OcrText, in
     looks wrong runs OSD, and a turned page is OCRed again: the result with the higher mean
     confidence is kept (the turned one on a tie, its boxes run along the lines). OSD and the
     second OCR share the page's time budget (settings.page_timeout_s): running out there keeps
-    the first result. Raises RuntimeError when the first OCR runs past the budget.
+    the first result. Raises PageTimeout when the first OCR runs past the budget.
     """
     deadline = time.monotonic() + settings.page_timeout_s
-    image = prepare(render, settings)
-    first = read_image(image, render.dpi, render.scale, settings, settings.page_timeout_s)
+    pixels = prepare(render, settings)
+    first = read_image(pixels, render.dpi, render.scale, settings, settings.page_timeout_s)
     if not looks_misoriented(first, settings):
         return first, 0
     try:
-        turn = detect_turn(image, render.dpi, settings, _left(deadline))
+        _left(deadline)
+        turn = detect_turn(pixels, render.dpi, settings)
         if not turn:
             return first, 0
-        second = read_image(image.transpose(_TURNS[turn]), render.dpi, render.scale, settings,
+        second = read_image(turned(pixels, turn), render.dpi, render.scale, settings,
                             _left(deadline))
-    except RuntimeError as exc:  # the page's time ran out; what was read upright stands
+    except PageTimeout as exc:  # the page's time ran out; what was read upright stands
         log.warning("orientation check of page %d stopped, page kept as read: %s",
                     render.page_no, exc)
         return first, 0
@@ -209,8 +359,8 @@ def read_upright(render: PageRender, settings: OcrSettings) -> tuple[OcrText, in
 
 def _left(deadline: float) -> float:
     left = deadline - time.monotonic()
-    if left <= 0.5:  # pytesseract reads 0 as "no limit"
-        raise RuntimeError("no time left for the page")
+    if left <= 0.5:  # not enough for another pass over the page
+        raise PageTimeout("no time left for the page")
     return left
 
 
@@ -219,17 +369,16 @@ def ocr_page(render: PageRender, settings: OcrSettings) -> ParsedPage:
 
     `rotation` is the render's own (PDF /Rotate, EXIF orientation) plus the turn OCR applied,
     clockwise; width, height and element boxes are those of the page as read (`read_upright`).
+    Raises OcrUnavailable when tesseract cannot run at all (a setup error, not the page's).
     """
     turn = 0
     try:
         result, turn = read_upright(render, settings)
         empty_reason = None if result.text else "OCR found no words on the page"
-    except pytesseract.TesseractError:
-        raise  # tesseract itself failed (e.g. a missing language): a setup error, not a page's
-    except RuntimeError as exc:  # pytesseract's timeout; the other pages of the document go on
+    except PageTimeout as exc:  # the other pages of the document go on
         log.warning("OCR of page %d stopped: %s", render.page_no, exc)
         result = OcrText(text="", elements=[], confidence=None)
-        empty_reason = f"OCR stopped after {settings.page_timeout_s} s"
+        empty_reason = f"OCR stopped after {settings.page_timeout_s:g} s"
     width, height = (render.height, render.width) if turn in (90, 270) else (render.width, render.height)
     return ParsedPage(
         page_no=render.page_no, raw_text=result.text, normalized_text=normalize_text(result.text),
@@ -245,13 +394,10 @@ def ocr_pages(renders: Iterable[PageRender], settings: OcrSettings) -> list[Pars
 
     Renders are pulled lazily and at most two per worker are in flight, so a long scanned
     document never holds all its page images in memory; the caller's thread does the
-    rendering (pymupdf is not thread-safe) while the pool runs tesseract.
+    rendering (pymupdf is not thread-safe) while the pool runs tesseract, which releases the
+    GIL, one engine per thread (`EnginePool`).
     """
     workers = max(1, settings.workers)
-    if settings.tesseract_threads > 0:
-        # tesseract reads its OpenMP limit from the environment it inherits; pytesseract offers
-        # no other channel, so the setting is applied here, where the processes are started.
-        os.environ["OMP_THREAD_LIMIT"] = str(settings.tesseract_threads)
     pages: list[ParsedPage] = []
     in_flight: deque[Future[ParsedPage]] = deque()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ocr") as pool:
