@@ -10,8 +10,8 @@
 
     .venv/bin/python bench/bench_gate.py [--home DIR_WITH_PUBLISHED_CORPUS] [--questions 100]
 
-With --home the state is copied (the original is untouched); without it the corpus is ingested
-into a temporary home first. Results: JSON on stdout and bench/results/gate.json.
+--home names a home that already serves the corpus (it is copied, never changed); otherwise the
+corpus is ingested first. Figures go to stdout and bench/results/gate.json.
 """
 from __future__ import annotations
 

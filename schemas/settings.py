@@ -214,7 +214,7 @@ class MabillonSettings(BaseSettings):
     actor: str = Field(default="local-operator", description="who is recorded in routing history")
     test_crash_point: str | None = Field(
         default=None, description="test hook: stop at this crash point of a release and wait to be killed "
-        "(embed, switch); used by the crash-safety tests")
+        "(embed, switch, gate-shadow, gate-switch); used by the crash-safety tests")
 
     @field_validator("warehouse_dir", mode="before")
     @classmethod

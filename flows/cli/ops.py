@@ -122,6 +122,8 @@ def cmd_shadow(args: argparse.Namespace, settings: MabillonSettings) -> int:
     lines = [f"shadow {r.staged} (staged) vs {r.serving} (serving), {r.system}, {r.n} questions, k={r.k}",
              f"recall@{r.k}: {fmt(r.recall_staged)} vs {fmt(r.recall_serving)}",
              f"mean top-{r.k} overlap: {r.mean_overlap:.2f}",
+             *(f"  {t.question_type}: {t.n} questions, recall@{r.k} {fmt(t.recall_staged)} vs "
+               f"{fmt(t.recall_serving)}, overlap {t.mean_overlap:.2f}" for t in r.by_type),
              f"latency median {r.latency_staged_median_s * 1000:.1f} ms vs {r.latency_serving_median_s * 1000:.1f} ms; "
              f"p95 {r.latency_staged_p95_s * 1000:.1f} ms vs {r.latency_serving_p95_s * 1000:.1f} ms"]
     emit(args, r.model_dump(mode="json"), "\n".join(lines))
