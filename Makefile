@@ -8,6 +8,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 SAMPLE := warehouse/inbox/sample
 QUESTION ?= Quelles réparations le conseil municipal de Saint-Aubin-des-Bois a-t-il votées pour l'école en 1887 ?
+# answered from a scanned page (registre-1793.png, OCRed): its evidence page shows the words on the scan
+SCAN_QUESTION ?= Quels commissaires le conseil de Vaux-le-Moutier charge-t-il de visiter les greniers ?
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := false
@@ -36,6 +38,8 @@ demo: setup
 	$(BIN)/mabillon generations
 	$(BIN)/mabillon lineage deliberations/vaux-le-moutier-an-2-brumaire-22
 	$(BIN)/mabillon ask "$(QUESTION)"
+	$(BIN)/mabillon ask "$(SCAN_QUESTION)"
+	@echo "See the evidence on the page it came from: $(BIN)/mabillon reading-room, then http://127.0.0.1:4300"
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -49,17 +49,29 @@ def run(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     retriever = Retriever.open(settings, resolve_principal(settings))
     provider = make_provider(settings.llm, args.provider)
+    # a second provider answering the same questions in the same run, order alternating per
+    # question, so a loaded machine slows both alike and their ratio stays meaningful
+    baseline = make_provider(settings.llm, args.baseline) if args.baseline else None
     params: LoopParams = settings.query
     first = answer_question(retriever, "séance de la Chambre", provider, params)  # warm caches
+    if baseline is not None:
+        answer_question(retriever, "séance de la Chambre", baseline, params)
+    base_fw: list[float] = []
     open_s = time.perf_counter() - t0
     rows = [json.loads(l) for l in Path(args.questions).read_text("utf-8").splitlines() if l.strip()]
     rows = rows[:args.limit] if args.limit else rows
     fw, model, total, calls, n_acc, ret = [], [], [], [], [], []
     q_trace = {"recall@10": [], "mrr_multi": []}
     q_hybrid = {"recall@10": [], "mrr_multi": []}
-    for row in rows:
+    for n, row in enumerate(rows):
+        if baseline is not None and n % 2:
+            base_fw.append(answer_question(retriever, row["question"], baseline, params)
+                           .cost.framework_s)
         p = answer_question(retriever, row["question"], provider, params,
                             question_id=row.get("question_id"))
+        if baseline is not None and not n % 2:
+            base_fw.append(answer_question(retriever, row["question"], baseline, params)
+                           .cost.framework_s)
         fw.append(p.cost.framework_s)
         ret.append(p.cost.retrieval_s)
         model.append(p.cost.model_s)
@@ -89,6 +101,11 @@ def run(args: argparse.Namespace) -> dict:
         "trace": {k: round(statistics.mean(v), 4) for k, v in q_trace.items()},
         "hybrid": {k: round(statistics.mean(v), 4) for k, v in q_hybrid.items()},
         "params": params.model_dump(),
+        "baseline": ({"provider": baseline.name,
+                      "framework_s_mean": round(statistics.mean(base_fw), 4),
+                      "framework_s_p95": round(pct(base_fw, .95), 4),
+                      "ratio_mean": round(statistics.mean(fw) / statistics.mean(base_fw), 3)}
+                     if baseline is not None else None),
         "command": " ".join(["bench/bench_ask.py", *sys.argv[1:]]),
     }
 
@@ -134,7 +151,8 @@ def main() -> None:
     ap.add_argument("--home", required=True)
     ap.add_argument("--questions", default=str(ROOT.parent / "shared/histqa1887/dev.jsonl"))
     ap.add_argument("--limit", type=int, default=100)
-    ap.add_argument("--provider", default="rules")
+    ap.add_argument("--provider", default="learned")
+    ap.add_argument("--baseline", help="a second provider timed on the same questions (e.g. rules)")
     ap.add_argument("--write", help="markdown file whose query-latency section to replace")
     ap.add_argument("--torch-threads", type=int, help="torch intra-op threads for query embedding")
     args = ap.parse_args()

@@ -94,16 +94,16 @@ def time_queries(retriever, questions: list[str], rounds: int = 3) -> dict:
 def mask_costs(table, principal, repeats: int = 200) -> dict:
     from tasks.query.authorize import AllowedSet
 
-    allowed = AllowedSet(table, principal)
-    allowed.mask()
+    allowed = AllowedSet.of_table(table, principal)
+    allowed.mask
     t0 = time.perf_counter()
     for _ in range(repeats):
-        allowed.mask()
+        allowed.mask
     cached = (time.perf_counter() - t0) / repeats
     now = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     for i in range(repeats):  # a new query time past a bound each time: recomputed
-        AllowedSet(table, principal, as_of=now + timedelta(days=i * 2)).mask()
+        AllowedSet.of_table(table, principal, as_of=now + timedelta(days=i * 2)).mask
     fresh = (time.perf_counter() - t0) / repeats
     return {"rows": table.num_rows, "cached_us": round(cached * 1e6, 2), "recomputed_us": round(fresh * 1e6, 1)}
 

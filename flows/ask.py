@@ -21,6 +21,7 @@ from tasks.llm.registry import make_provider
 from tasks.query.loop import answer_question
 from tasks.query.present import render_markdown
 from tasks.query.principals import resolve_principal
+from tasks.reading.links import evidence_links_markdown
 from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,9 @@ class AskOptions(BaseModel):
     principal: str | None = Field(None, description="a name in MABILLON_HOME/principals.json; "
                                                     "default: the default principal")
     generation: str | None = Field(None, description="default: the serving generation")
-    provider: str | None = Field(None, description="openai | rules | replay | llamacpp; "
-                                                   "default: openai when an endpoint is set, else rules")
+    provider: str | None = Field(None, description="openai | learned | rules | replay | llamacpp; "
+                                                   "default: openai when an endpoint is set, "
+                                                   "else learned")
     max_sub_questions: int | None = Field(None, ge=1, description="planner cap M")
     step_budget: int | None = Field(None, ge=1, description="effective agent steps per sub-question")
     max_calls: int | None = Field(None, ge=1, description="LLM calls per question")
@@ -113,7 +115,8 @@ def ask(params: AskParams, settings: MabillonSettings | None = None) -> Evidence
     package = answer_task(retriever, params.question, None, provider, loop_params(settings, params),
                           StoreLayout.from_settings(settings).ensure(), principal,
                           ledger_for(settings, params))
-    create_markdown_artifact(key="ask-evidence", markdown=render_markdown(package),
+    create_markdown_artifact(key="ask-evidence", markdown=render_markdown(package)
+                             + evidence_links_markdown(package, settings.reading_room.url),
                              description="ranked evidence of one TRACE answer")
     return package
 

@@ -7,6 +7,7 @@ scheduled run simply hands the whole folder and list to `release`.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -29,6 +30,27 @@ class ScheduledIngestParams(BaseModel):
     uri_list: str | None = Field(None, description="text file: one local path, file:// or s3:// URI a "
                                                    "line; lines starting with # are comments")
     options: ReleaseOptions = Field(default_factory=lambda: ReleaseOptions(reason="scheduled ingest"))
+    settle_s: float = Field(10.0, ge=0, description="a drop-folder file modified less than this many "
+                                                    "seconds ago is still being written: left for the next run")
+
+
+def still_being_written(folder: str, settle_s: float, now: float | None = None) -> list[str]:
+    """file:// URIs of the files under a local drop folder modified in the last `settle_s`
+    seconds: a copy or upload in progress, ingested half-written otherwise. An s3:// prefix has
+    none (an object appears only once its upload is complete); names that uploaders give files
+    in progress (.part, .crdownload, ...) are never inputs at all (tasks.ingest.acquire)."""
+    root = Path(folder)
+    if "://" in folder or not root.is_dir() or settle_s <= 0:
+        return []
+    cutoff = (time.time() if now is None else now) - settle_s
+    out = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        try:
+            if path.stat().st_mtime > cutoff:
+                out.append(path.resolve().as_uri())
+        except FileNotFoundError:  # removed while we looked
+            continue
+    return out
 
 
 class UriListEntries(BaseModel):
@@ -90,7 +112,11 @@ def scheduled_ingest(params: ScheduledIngestParams,
     inputs = collect_inputs(params)
     for skipped in inputs.skipped:
         log.warning("scheduled ingest skipped %s", skipped)
-    result = release(inputs.paths, params.options, settings) if inputs.paths else None
+    deferred = still_being_written(params.drop_folder, params.settle_s) if params.drop_folder else []
+    inputs.skipped += [f"{uri}: still being written (modified in the last {params.settle_s:g} s); "
+                       "next run" for uri in deferred]
+    options = params.options.model_copy(update={"defer": [*params.options.defer, *deferred]})
+    result = release(inputs.paths, options, settings) if inputs.paths else None
     create_markdown_artifact(key="scheduled-ingest", markdown=summary_markdown(inputs, result),
                              description="inputs and outcome of one scheduled ingest")
     return result

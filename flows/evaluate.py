@@ -49,6 +49,18 @@ def make_system(name: str, depth: int, options: EvalOptions, settings: MabillonS
                      params=settings.query,
                      new_ledger=lambda: Ledger(max_calls=llm.max_calls_per_question,
                                                max_tokens=llm.max_tokens_per_question))
+
+
+def trained_on(system: System, questions_path: str) -> bool:
+    """Whether the system's learned judge was trained on this very question file: its figures
+    there are not validation (`mabillon train-judge --cv K` gives the honest ones)."""
+    import hashlib
+
+    judge = getattr(getattr(system, "provider", None), "judge_model", None)
+    if judge is None:
+        return False
+    digest = "sha256:" + hashlib.sha256(Path(questions_path).read_bytes()).hexdigest()
+    return judge.trained.get("questions_sha256") == digest
     raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
 
 
@@ -71,6 +83,10 @@ def evaluate(questions_path: str, options: EvalOptions | None = None,
         system = make_system(name, depth, options, settings)
         rows, summary = evaluate_system(retriever, system, questions, options.ks,
                                         options.concurrency)
+        if trained_on(system, questions_path):
+            log.warning("the learned judge was trained on %s: these figures are not validation; "
+                        "`mabillon train-judge --cv 5` reports cross-validated ones", questions_path)
+            summary["judge_trained_on_these_questions"] = True
         summaries.append(summary)
         if options.report_dir:
             write_run(Path(options.report_dir), summary, rows)

@@ -49,6 +49,8 @@ class ReleaseOptions(BaseModel):
                                                 "in the Prefect UI (default: the gate setting)")
     gate_timeout_s: int | None = Field(None, ge=1, description="how long a gated release waits for the "
                                                                "decision (default: the gate setting)")
+    defer: list[str] = Field(default_factory=list, description="file:// URIs of folder files left for "
+                                                               "the next run (still being written)")
 
 
 def _publish_artifacts(generation: str, report: ReconcileReport, run: RunCounts, quarantined) -> None:
@@ -87,7 +89,8 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
 
     with serialised_release(layout):
         serving, base, base_space_id = load_serving(layout, space)
-        revisions, quarantined = acquire_task([str(p) for p in paths], defaults, layout, settings.storage)
+        revisions, quarantined = acquire_task([str(p) for p in paths], defaults, layout, settings.storage,
+                                              options.defer)
         revisions, refused = refuse_tombstoned(revisions, read_tombstones(layout))
         quarantined += refused
         accepted, refused = inspect_task(revisions, layout, settings)
@@ -127,7 +130,9 @@ def release(paths: list[str], options: ReleaseOptions | None = None,
                                     quarantined, chunk_plan.segmenter,
                                     {"target_tokens": settings.chunking.target_tokens,
                                      "content_limit": chunk_plan.content_limit},
-                                    settings.embedding.model)
+                                    settings.embedding.model, settings.index, settings.retrieval,
+                                    {"inspection": settings.limits.model_dump(),
+                                     "sandbox": settings.sandbox.model_dump()})
         _publish_artifacts(generation, report, run, quarantined)
         promote = options.promote and not gated  # a gated candidate serves only once approved
         if promote:

@@ -48,14 +48,19 @@ class PrefectServer:
 
     def stop(self, timeout_s: float = 20) -> None:
         """Stop the server and its workers (the whole process group)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout_s)
+        stop_group(self.process, timeout_s)
+
+
+def stop_group(process: subprocess.Popen | None, timeout_s: float = 20) -> None:
+    """SIGTERM a child's process group, SIGKILL it if it has not gone within `timeout_s`."""
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout_s)
 
 
 def api_url_for(host: str, port: int) -> str:
@@ -210,3 +215,45 @@ def register_to_pool(deployments: list[RunnerDeployment], api_url: str, work_poo
 
 def configured_api_url() -> str | None:
     return PREFECT_API_URL.value() or None
+
+
+@dataclass
+class ReadingRoomServer:
+    url: str
+    process: subprocess.Popen
+
+    def stop(self, timeout_s: float = 20) -> None:
+        stop_group(self.process, timeout_s)
+
+
+def start_reading_room(home: Path, host: str, port: int, log_path: Path, env: dict[str, str],
+                       timeout_s: float = 180) -> ReadingRoomServer:
+    """`mabillon reading-room` in its own process group (it dies with this process), waited for.
+
+    A process of its own: it keeps the retriever and models warm, and its question box runs
+    the `ask` flow against the same Prefect API as the deployments."""
+    url = api_url_for(host, port).removesuffix("/api")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as sink:
+        process = subprocess.Popen(
+            [sys.executable, *(("-c", DIE_WITH_PARENT) if sys.platform == "linux" else ()),
+             "-m", "flows.cli", "reading-room", "--home", str(home), "--host", host,
+             "--port", str(port)],
+            env={**env, "MABILLON_READING_ROOM__URL": env.get("MABILLON_READING_ROOM__URL", url)},
+            stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    server = ReadingRoomServer(url=url, process=process)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"the reading room exited with code {process.returncode} before it "
+                               f"answered at {url}; see {log_path}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                log.info("reading room at %s (log %s)", url, log_path)
+                return server
+        except httpx.TransportError:
+            pass
+        if time.monotonic() >= deadline:
+            server.stop()
+            raise TimeoutError(f"the reading room did not answer at {url} within {timeout_s:.0f}s")
+        time.sleep(0.5)

@@ -4,9 +4,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from schemas.embedding import EmbeddingSpace
+from schemas.indexes import IndexContract
 
 
 class Counts(BaseModel):
@@ -38,6 +39,28 @@ class SourceDiff(BaseModel):
     changed: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
     unchanged: list[str] = Field(default_factory=list)
+
+
+class DiffSummary(BaseModel):
+    """What a manifest keeps of the source diff: counts and a digest. The diff itself, one row
+    per source, is Parquet beside the generation's lineage (`source_diff.parquet`), so a
+    manifest stays a few kilobytes whatever the corpus size."""
+
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    digest: str | None = None  # of the sorted (change, source_id) rows
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_lists(cls, value):
+        # manifests written before the diff moved to Parquet listed every source id
+        if isinstance(value, dict):
+            return {k: (len(v) if isinstance(v, list) else v) for k, v in value.items()}
+        if isinstance(value, SourceDiff):
+            return {k: len(v) for k, v in value.model_dump().items()}
+        return value
 
 
 class ReconcileReport(BaseModel):
@@ -114,16 +137,21 @@ class GenerationManifest(BaseModel):
     lineage_dir: str
     counts: Counts
     digest: str
-    diff: SourceDiff
+    diff: DiffSummary
     run: RunCounts
     quarantined: list[Quarantined] = Field(default_factory=list)
     segmenter: str
     parsers: dict[str, str] = Field(default_factory=dict)
     chunking: dict = Field(default_factory=dict)
+    # Inspection limits and the parser sandbox's limits this generation was parsed under.
+    limits: dict = Field(default_factory=dict)
     validation: dict = Field(default_factory=dict)
     pinned: bool = False
     # Source ids removed physically after deletion (the generation's data was rewritten without them).
     purged_sources: list[str] = Field(default_factory=list)
+    # How the generation is searched (None: written before the index contract; exact dense
+    # search, lexical index built on first use).
+    indexes: IndexContract | None = None
 
 
 class Tombstone(BaseModel):

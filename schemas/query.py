@@ -1,20 +1,47 @@
 """Query contracts: the TRACE loop's questions, plans, steps, verdicts, memory, briefings,
-evidence packages and query records — and the JSON Schemas of every model output.
+evidence packages and query records — and one model per LLM purpose.
 
-Every LLM call answers one of the OUTPUT_SCHEMAS below; the provider layer validates the
-answer against it with `jsonschema` before anything downstream reads it.
+Each purpose (plan, search, review, held_review, briefing, replan, rerank) has two models: the
+*context* the loop renders its prompt from (what a policy decides on) and the *output* the model
+must return. The JSON Schema sent to a model is derived from the output model
+(`output_schema`), and a reply is validated by that same model, so the two cannot drift.
 """
 from __future__ import annotations
 
+import functools
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.retrieval import Principal
 
 RATIONALE_MAX = 120  # characters: the agent's accept rationale must fit a citation line
 
 Decision = Literal["accept", "reject", "hold"]
 SearchTool = Literal["bm25", "dense", "date_range", "substring"]
+IsoDate = Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")]
+Rationale = Annotated[str, Field(max_length=RATIONALE_MAX)]
+
+
+class LoopParams(BaseModel):
+    """Knobs of one TRACE run; recorded verbatim in the query record."""
+
+    max_sub_questions: int = Field(default=4, ge=1)  # M: the planner and replanner cap
+    step_budget: int = Field(default=6, ge=1)  # effective steps per sub-question
+    max_raw_steps: int = Field(default=16, ge=2)  # hard stop, skipped steps included
+    warm_k: int = 30  # documents per warm start
+    review_k: int = 6  # chunks put in front of the agent per review
+    search_k: int = 10  # hits asked of a channel per search
+    snippet_chars: int = 700  # chunk text shown per hit in prompts
+    history_actions: int = 8  # last actions carried in the prompt
+    max_retries: int = 2  # re-asks after an invalid output, the error fed back
+    date_widen_days: int = 1
+    replan: bool = True
+    final_k: int = 20  # documents in the package
+    backfill: bool = True  # fill below the accepted set with the warm-start order
+    question_weight: float = 1.0  # weight of the whole question's warm start in that order
+    too_few: int = 2  # fewer accepted documents than this raises the too_few_results flag
 
 
 class Question(BaseModel):
@@ -30,18 +57,20 @@ class SubQuestion(BaseModel):
     origin: Literal["planner", "replanner"] = "planner"
 
 
-class Plan(BaseModel):
-    sub_questions: list[SubQuestion]
-
-
 class Memory(BaseModel):
-    """The agent's five-slot working memory; each step replaces it whole."""
+    """The agent's five-slot working memory; each step replaces it whole (every slot given)."""
 
-    prior_findings: str = ""
-    question_analysis: str = ""
-    evidence_gathered: str = ""
-    gaps_remaining: str = ""
-    next_steps: str = ""
+    model_config = ConfigDict(extra="forbid")
+
+    prior_findings: str
+    question_analysis: str
+    evidence_gathered: str
+    gaps_remaining: str
+    next_steps: str
+
+    @classmethod
+    def empty(cls) -> "Memory":
+        return cls(**{k: "" for k in cls.model_fields})
 
 
 class Verdict(BaseModel):
@@ -53,20 +82,250 @@ class Verdict(BaseModel):
     step: int
     # who decided: the agent's review, the silent date widening, or held re-evaluation
     by: Literal["agent", "widening", "held_review", "auto"] = "agent"
+    probability: float | None = None  # the learned judge's P(document is gold), when it decided
 
 
-class Briefing(BaseModel):
+class BriefedDocument(BaseModel):
+    """An accepted document as later steps see it: where and when, not its text."""
+
+    doc_id: str
+    corpus: str | None
+    date: str | None
+
+
+class RankedDocument(BriefedDocument):
+    rank: int  # 1-based
+
+
+# ---- outputs: what a model (or an offline policy) must return, one model per purpose ------
+
+class PlannedSubQuestion(BaseModel):
+    text: str = Field(min_length=1)
+    target_corpus: str | None
+    entities: list[str]
+    dates: list[IsoDate] = Field(default_factory=list)
+
+
+class PlanOutput(BaseModel):
+    sub_questions: list[PlannedSubQuestion] = Field(min_length=1)
+
+
+class SearchArgs(BaseModel):
+    """Arguments of a search; which of them each tool needs is checked by the tool."""
+
+    query: str | None = None
+    text: str | None = None
+    corpus: str | None = None
+    date_from: IsoDate | None = None
+    date_to: IsoDate | None = None
+
+
+class SearchStep(BaseModel):
+    thought: str
+    action: Literal["bm25", "dense", "date_range", "substring", "finish"]
+    args: SearchArgs
+    memory_update: Memory
+
+
+class VerdictItem(BaseModel):
+    chunk_id: str
+    verdict: Decision
+    rationale: Rationale
+    # optional: the reviewer's probability that the passage's document is evidence for the
+    # question (the learned judge always gives it; it orders ties in the merge)
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+class ReviewArgs(BaseModel):
+    verdicts: list[VerdictItem]
+
+
+class ReviewStep(BaseModel):
+    thought: str
+    action: Literal["review"]
+    args: ReviewArgs
+    memory_update: Memory
+
+
+class HeldDecision(BaseModel):
+    chunk_id: str
+    decision: Literal["promote", "reject", "keep"]
+    rationale: Rationale
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)  # as in VerdictItem
+
+
+class HeldReview(BaseModel):
+    decisions: list[HeldDecision]
+
+
+class BriefingOutput(BaseModel):
+    summary: str
+    confirmed_facts: list[str]
+    dates: list[IsoDate]
+    entities: list[str]
+    gaps: list[str]
+    search_hints: list[str]
+
+
+class Briefing(BriefingOutput):
     """What one sub-question hands to the next: the only channel between them."""
 
-    summary: str = ""
-    confirmed_facts: list[str] = Field(default_factory=list)
-    dates: list[str] = Field(default_factory=list)
-    entities: list[str] = Field(default_factory=list)
-    gaps: list[str] = Field(default_factory=list)
-    search_hints: list[str] = Field(default_factory=list)
     # stamped by the loop, not written by the model: the accepted documents behind the facts
-    documents: list[dict[str, Any]] = Field(default_factory=list)  # {doc_id, corpus, date}
+    documents: list[BriefedDocument] = Field(default_factory=list)
 
+    @classmethod
+    def failed(cls, error: str, documents: list[BriefedDocument]) -> "Briefing":
+        return cls(summary="briefing failed", confirmed_facts=[], dates=[], entities=[],
+                   gaps=[error], search_hints=[], documents=documents)
+
+
+class ReplanOutput(BaseModel):
+    # the sub-questions still to run, revised; may add some (the loop enforces the cap)
+    sub_questions: list[PlannedSubQuestion]
+    reason: str
+
+
+class RerankOutput(BaseModel):
+    order: list[str] = Field(min_length=1)
+
+
+# ---- contexts: the typed state each call's prompt is rendered from --------------------------
+
+class WarmRanks(BaseModel):
+    """A document's ranks in one warm start: per channel (None = not listed) and fused."""
+
+    bm25: int | None = None
+    dense: int | None = None
+    temporal: int | None = None
+    fused: int | None = None
+    score: float | None = None  # the fused RRF score
+
+
+class HitView(BaseModel):
+    """A passage as a policy sees it: text, where it came from, how its document ranked."""
+
+    chunk_id: str
+    doc_id: str
+    corpus: str | None
+    date: str | None
+    text: str
+    tool: str  # warm | bm25 | dense | date_range | substring
+    rank: int
+    score: float = 0.0
+    widened: bool = False
+    warm: WarmRanks | None = None  # its document in this sub-question's warm start
+    question_rank: int | None = None  # its document in the whole question's warm start
+    support: float = 0.0  # RRF of its document over every warm start of the question so far
+    ordinal: int | None = None  # position of the chunk in its document (0 = opening chunk)
+    doc_chunks: int | None = None  # chunks in its document
+    rationale: str = ""  # briefing: why it was accepted
+
+
+class SearchRecord(BaseModel):
+    tool: str
+    args: dict[str, Any]
+
+
+class PlanContext(BaseModel):
+    question: str
+    corpora: list[str]
+    max_sub_questions: int
+
+
+class StepContext(BaseModel):
+    """What one agent step decides on."""
+
+    question: str
+    sub_question: SubQuestion
+    briefings: list[Briefing]
+    searches: list[SearchRecord]
+    accepted: list[BriefedDocument]  # by this sub-question
+    # by the sub-questions before it (the other sub-corpus's documents, for date fit)
+    accepted_before: list[BriefedDocument] = Field(default_factory=list)
+    # the whole question's warm start, documents only (where and when): what a passage's
+    # document could pair with in another sub-corpus
+    question_candidates: list[RankedDocument] = Field(default_factory=list)
+    budget_left: int
+    corpora: list[str]
+    memory: Memory
+
+
+class ReviewContext(StepContext):
+    hits: list[HitView]
+
+
+class HeldContext(StepContext):
+    held: list[HitView]
+
+
+class BriefingContext(BaseModel):
+    question: str
+    sub_question: SubQuestion
+    accepted: list[HitView]
+    memory: Memory
+
+
+class DoneSubQuestion(SubQuestion):
+    accepted: int
+
+
+class ReplanContext(BaseModel):
+    question: str
+    done: list[DoneSubQuestion]
+    remaining: list[SubQuestion]
+    briefings: list[Briefing]
+    max_sub_questions: int
+    corpora: list[str]
+
+
+class RerankCandidate(BaseModel):
+    doc_id: str
+    corpus: str | None
+    date: str | None
+    rationales: list[str]
+    sub_questions: list[int]
+    positions: list[int]
+    fused: int | None
+    support: float
+    probability: float | None = None  # the learned judge's best P(gold) for the document
+
+
+class RerankContext(BaseModel):
+    question: str
+    candidates: list[RerankCandidate]  # the tie to order
+    accepted: list[BriefedDocument]  # every accepted document of the question
+
+
+class Purpose(BaseModel):
+    """One kind of LLM call: the context it is rendered from and the output it must return."""
+
+    name: str
+    context: type[BaseModel]
+    output: type[BaseModel]
+
+
+PURPOSES: dict[str, Purpose] = {p.name: p for p in (
+    Purpose(name="plan", context=PlanContext, output=PlanOutput),
+    Purpose(name="search", context=StepContext, output=SearchStep),
+    Purpose(name="review", context=ReviewContext, output=ReviewStep),
+    Purpose(name="held_review", context=HeldContext, output=HeldReview),
+    Purpose(name="briefing", context=BriefingContext, output=BriefingOutput),
+    Purpose(name="replan", context=ReplanContext, output=ReplanOutput),
+    Purpose(name="rerank", context=RerankContext, output=RerankOutput),
+)}
+
+
+@functools.lru_cache(maxsize=None)
+def output_schema(output: type[BaseModel]) -> dict[str, Any]:
+    """The JSON Schema sent to a model, derived from the output model (never written beside it)."""
+    return output.model_json_schema()
+
+
+OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
+    name: output_schema(p.output) for name, p in PURPOSES.items()}
+
+
+# ---- records ----------------------------------------------------------------------------------
 
 class ChannelResult(BaseModel):
     """What one search returned, as recorded (ids and scores; texts live in the generation)."""
@@ -87,11 +346,11 @@ class AgentStep(BaseModel):
     prompt_digest: str | None = None
     raw_output: str | None = None
     raw_attempts: list[str] = Field(default_factory=list)  # re-asks included, for replay
-    output: dict[str, Any] | None = None
+    output: dict[str, Any] | None = None  # the validated output, as JSON
     feedback: str | None = None
     channel: ChannelResult | None = None
     verdicts: list[Verdict] = Field(default_factory=list)
-    memory: Memory = Field(default_factory=Memory)
+    memory: Memory = Field(default_factory=Memory.empty)
     model_s: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
@@ -112,6 +371,16 @@ class LlmCallRecord(BaseModel):
     tokens_in: int
     tokens_out: int
     attempts: int
+
+
+class JudgeInfo(BaseModel):
+    """Which learned judge decided (or why it could not): recorded with every answer."""
+
+    policy: str  # "learned", or "rules" when the learned judge could not be loaded
+    model_file: str
+    digest: str | None  # sha256 of the model file's bytes; None when it could not be read
+    version: str | None = None
+    fallback: str | None = None  # why the rules decided instead (missing or corrupt file)
 
 
 class EvidenceSpan(BaseModel):
@@ -175,7 +444,9 @@ class EvidencePackage(BaseModel):
     briefings: list[Briefing]
     flags: list[str]
     cost: Cost
+    judge: JudgeInfo | None = None
     record: str | None = None
+    query_id: str | None = None  # the query record's id: the reading room's /queries/<query_id>
     # How the generation was chosen: serving (everyone's), canary (a candidate routed to one of
     # the principal's groups) or requested (named by the caller); and the query time, when the
     # question named one (None: the time of each search).
@@ -189,12 +460,13 @@ class QueryRecord(BaseModel):
     query_id: str
     created_at: str
     question: Question
-    principal: dict[str, Any]
+    principal: Principal | None
     generation: str
     space_id: str
     provider: str
     model: str | None
-    params: dict[str, Any]
+    judge: JudgeInfo | None = None
+    params: LoopParams
     plan_calls: list[LlmCallRecord]
     sub_questions: list[SubQuestion]
     warm_starts: list[ChannelResult]
@@ -206,162 +478,10 @@ class QueryRecord(BaseModel):
     cost: Cost
     route: str | None = None  # serving | canary | requested (see EvidencePackage)
     as_of: datetime | None = None
+    # the package's ranked documents as answered (citations with page, box and offsets), so the
+    # reading room can show the evidence of a record; redacted with the record on deletion
+    documents: list[EvidenceDocument] = Field(default_factory=list)
 
 
-# ---- JSON Schemas of model outputs ----------------------------------------------------------
-
-_STR_LIST = {"type": "array", "items": {"type": "string"}}
-
-MEMORY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {k: {"type": "string"} for k in Memory.model_fields},
-    "required": list(Memory.model_fields),
-    "additionalProperties": False,
-}
-
-PLAN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "sub_questions": {
-            "type": "array", "minItems": 1,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "text": {"type": "string", "minLength": 1},
-                    "target_corpus": {"type": ["string", "null"]},
-                    "entities": _STR_LIST,
-                    "dates": _STR_LIST,
-                },
-                "required": ["text", "target_corpus", "entities"],
-            },
-        },
-    },
-    "required": ["sub_questions"],
-}
-
-_SEARCH_ARGS = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string"},
-        "text": {"type": "string"},
-        "corpus": {"type": ["string", "null"]},
-        "date_from": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
-        "date_to": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
-    },
-}
-
-# A search step: pick a tool (or finish). Which fields each tool needs is checked by the tool.
-SEARCH_STEP_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "thought": {"type": "string"},
-        "action": {"enum": ["bm25", "dense", "date_range", "substring", "finish"]},
-        "args": _SEARCH_ARGS,
-        "memory_update": MEMORY_SCHEMA,
-    },
-    "required": ["thought", "action", "args", "memory_update"],
-}
-
-VERDICT_ITEM_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "chunk_id": {"type": "string"},
-        "verdict": {"enum": ["accept", "reject", "hold"]},
-        "rationale": {"type": "string", "maxLength": RATIONALE_MAX},
-    },
-    "required": ["chunk_id", "verdict", "rationale"],
-}
-
-REVIEW_STEP_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "thought": {"type": "string"},
-        "action": {"const": "review"},
-        "args": {
-            "type": "object",
-            "properties": {"verdicts": {"type": "array", "items": VERDICT_ITEM_SCHEMA}},
-            "required": ["verdicts"],
-        },
-        "memory_update": MEMORY_SCHEMA,
-    },
-    "required": ["thought", "action", "args", "memory_update"],
-}
-
-HELD_REVIEW_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "decisions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "chunk_id": {"type": "string"},
-                    "decision": {"enum": ["promote", "reject", "keep"]},
-                    "rationale": {"type": "string", "maxLength": RATIONALE_MAX},
-                },
-                "required": ["chunk_id", "decision", "rationale"],
-            },
-        },
-    },
-    "required": ["decisions"],
-}
-
-BRIEFING_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string"},
-        "confirmed_facts": _STR_LIST,
-        "dates": {"type": "array", "items": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}},
-        "entities": _STR_LIST,
-        "gaps": _STR_LIST,
-        "search_hints": _STR_LIST,
-    },
-    "required": ["summary", "confirmed_facts", "dates", "entities", "gaps", "search_hints"],
-}
-
-REPLAN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        # the sub-questions still to run, revised; may add some (the loop enforces the cap)
-        "sub_questions": {"type": "array",
-                          "items": PLAN_SCHEMA["properties"]["sub_questions"]["items"]},
-        "reason": {"type": "string"},
-    },
-    "required": ["sub_questions", "reason"],
-}
-
-RERANK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"order": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
-    "required": ["order"],
-}
-
-OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
-    "plan": PLAN_SCHEMA,
-    "search": SEARCH_STEP_SCHEMA,
-    "review": REVIEW_STEP_SCHEMA,
-    "held_review": HELD_REVIEW_SCHEMA,
-    "briefing": BRIEFING_SCHEMA,
-    "replan": REPLAN_SCHEMA,
-    "rerank": RERANK_SCHEMA,
-}
-
-
-class LoopParams(BaseModel):
-    """Knobs of one TRACE run; recorded verbatim in the query record."""
-
-    max_sub_questions: int = Field(default=4, ge=1)  # M: the planner and replanner cap
-    step_budget: int = Field(default=6, ge=1)  # effective steps per sub-question
-    max_raw_steps: int = Field(default=16, ge=2)  # hard stop, skipped steps included
-    warm_k: int = 30  # documents per warm start
-    review_k: int = 6  # chunks put in front of the agent per review
-    search_k: int = 10  # hits asked of a channel per search
-    snippet_chars: int = 700  # chunk text shown per hit in prompts
-    history_actions: int = 8  # last actions carried in the prompt
-    max_retries: int = 2  # re-asks after an invalid output, the error fed back
-    date_widen_days: int = 1
-    replan: bool = True
-    final_k: int = 20  # documents in the package
-    backfill: bool = True  # fill below the accepted set with the warm-start order
-    question_weight: float = 1.0  # weight of the whole question's warm start in that order
-    too_few: int = 2  # fewer accepted documents than this raises the too_few_results flag
+EvidencePackage.model_rebuild()
+QueryRecord.model_rebuild()

@@ -35,6 +35,8 @@ class ChunkHit(BaseModel):
     page_start: int
     char_start: int
     char_end: int
+    ordinal: int | None = None  # position of the chunk in its document (0 = opening chunk)
+    doc_chunks: int | None = None  # how many chunks its document has
 
 
 class DocHit(BaseModel):

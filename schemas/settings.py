@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.indexes import IndexSettings
 from schemas.query import LoopParams
 from schemas.retrieval import RetrievalSettings
 
@@ -85,10 +86,31 @@ class OcrSettings(BaseModel):
         return value
 
 
-class LlmSettings(BaseModel):
-    """Which model decides in the query loop. No endpoint configured → the offline `rules`."""
+class SandboxSettings(BaseModel):
+    """The child process that parses and OCRs untrusted files (tasks/ingest/sandbox.py): a crash
+    or a limit reached there quarantines that file, and the batch goes on. Recorded in every
+    generation's manifest."""
 
-    provider: str | None = None  # openai | rules | replay | llamacpp; None → by base_url
+    enabled: bool = True
+    # Address space one file's parse may add to what the child already holds (RLIMIT_AS).
+    max_memory_bytes: int = 2 << 30
+    # CPU seconds of the child per file (RLIMIT_CPU; tesseract runs in processes of its own,
+    # bounded by ocr.page_timeout_s). Rendering a 2000-page PDF for OCR takes about 400 s here.
+    max_cpu_s: int = 1800
+    # Wall seconds per file, for hangs that burn no CPU. A 2000-page scanned register (the
+    # page limit) OCRs at about 2.3 pages/s with two workers (docs/benchmarks.md): ~15 min.
+    max_wall_s: int = 3 * 3600
+    max_open_files: int = 256  # RLIMIT_NOFILE
+    recycle_after: int = 200  # files per child, so a slow leak in a native parser stays bounded
+    # The function the child runs on each file. Tests swap in one that really crashes.
+    parser: str = "tasks.ingest.parse:parse_revision"
+
+
+class LlmSettings(BaseModel):
+    """Which model decides in the query loop. No endpoint configured → the offline `learned`
+    judge (its model file packaged with the code), or `rules` when that file is unusable."""
+
+    provider: str | None = None  # openai | learned | rules | replay | llamacpp; None → by base_url
     base_url: str | None = None  # an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1
     model: str | None = None
     api_key: SecretStr | None = None  # MABILLON_LLM__API_KEY
@@ -103,6 +125,8 @@ class LlmSettings(BaseModel):
     max_tokens_per_question: int = 400_000
     replay_path: Path | None = None  # recorded responses for the replay provider
     gguf_path: Path | None = None  # llamacpp: a local GGUF (default: the packaged gemma3 270m)
+    # learned: the judge's model file (default: tasks/llm/judge.joblib, `mabillon train-judge`)
+    judge_path: Path | None = None
 
 
 class ExpectationConfig(BaseModel):
@@ -183,6 +207,12 @@ class ReadingRoomSettings(BaseModel):
     url: str | None = None
     # A header a single-sign-on proxy sets to the principal's name; None (the default): not trusted.
     trusted_header: str | None = None
+    # The largest image (width × height) one IIIF request may ask for; larger answers 400.
+    max_pixels: int = Field(default=12_000_000, ge=1)
+    # Digital PDF pages have no recorded render DPI (no OCR ran); they are served at this one.
+    pdf_dpi: int = Field(default=150, ge=36, le=600)
+    # Encoded image responses kept in memory, by revision, page and request.
+    cache_mb: int = Field(default=256, ge=0)
 
 
 class MabillonSettings(BaseSettings):
@@ -201,9 +231,11 @@ class MabillonSettings(BaseSettings):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     limits: InspectionLimits = Field(default_factory=InspectionLimits)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     query: LoopParams = Field(default_factory=LoopParams)
     serve: ServeSettings = Field(default_factory=ServeSettings)

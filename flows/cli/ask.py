@@ -14,8 +14,9 @@ def register(sub, common) -> None:
     p.add_argument("question")
     p.add_argument("--principal", help="a name in MABILLON_HOME/principals.json")
     p.add_argument("--generation", help="default: the serving generation")
-    p.add_argument("--provider", choices=["openai", "rules", "replay", "llamacpp"],
-                   help="default: openai when MABILLON_LLM__BASE_URL is set, else rules")
+    p.add_argument("--provider", choices=["openai", "learned", "rules", "replay", "llamacpp"],
+                   help="default: openai when MABILLON_LLM__BASE_URL is set, else learned "
+                        "(rules when its model file is unusable)")
     p.add_argument("--limit", type=int, default=10, help="documents in the human list")
     p.add_argument("--as-of", help="ISO 8601 date or time (2027-01-01, 2027-01-01T09:00+01:00): answer "
                                    "as the archive stood then; a future time needs an operator")

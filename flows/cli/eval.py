@@ -53,6 +53,9 @@ def human(summary: dict) -> str:
     for t, m in summary["by_type"].items():
         lines.append(f"  {t:<14} n={m['n']:<4}" + "  ".join(
             f"R@{k} {m[f'recall@{k}']:.3f}" for k in ks) + f"  MRR-multi {m['mrr_multi']:.3f}")
+    if summary.get("judge_trained_on_these_questions"):
+        lines.append("  NOTE: the learned judge was trained on these questions; not validation "
+                     "(mabillon train-judge --cv 5 gives cross-validated figures)")
     if summary.get("misses"):
         lines.append("  misses: " + ", ".join(f"{k} {v}" for k, v in summary["misses"].items()))
     return "\n".join(lines)

@@ -19,7 +19,9 @@ COMMAND_MODULES = [
     "flows.cli.ops",
     "flows.cli.ask",
     "flows.cli.eval",
+    "flows.cli.judge",
     "flows.cli.serve",
+    "flows.cli.reading_room",
 ]
 
 

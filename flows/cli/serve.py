@@ -25,6 +25,9 @@ def register(sub, common) -> None:
     p.add_argument("--uri-list", help="file of paths / file:// / s3:// URIs ingested by scheduled-ingest")
     p.add_argument("--ingest-cron", help='schedule of scheduled-ingest, e.g. "*/15 * * * *"')
     p.add_argument("--limit", type=int, help="flow runs executed at once by this process")
+    p.add_argument("--reading-room-port", type=int,
+                   help="port of the reading room started beside the deployments (default: settings, 4300)")
+    p.add_argument("--no-reading-room", action="store_true", help="do not start the reading room")
     p.add_argument("--work-pool", help="register the deployments to this process work pool on the "
                                        "server PREFECT_API_URL names and return: its workers run "
                                        "them (deploy/stack.py starts both)")
@@ -63,9 +66,19 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
         log_path = Path(PREFECT_HOME.value()) / "mabillon-server.log"
         server = start_server(settings.serve.host, settings.serve.port, log_path)
         api_url = server.api_url
+    reading_room = None
+    if not args.no_reading_room:
+        try:
+            reading_room = start_reading_room_beside(args, settings, api_url)
+        except BaseException:
+            if server is not None:
+                server.stop()
+            raise
     deployments = build_deployments(settings.serve)
     names = ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
     sys.stdout.write(f"Prefect UI: {api_url.removesuffix('/api')}\nserving: {names}\n")
+    if reading_room is not None:
+        sys.stdout.write(f"reading room: {os.environ['MABILLON_READING_ROOM__URL']}\n")
     sys.stdout.flush()
     # SIGTERM stops like Ctrl-C, so the server started here never outlives this process.
     stop = StopOnSignal()
@@ -76,9 +89,27 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
         pass  # a requested stop is a clean exit
     finally:
         stop.serving = False
+        if reading_room is not None:
+            reading_room.stop()
         if server is not None:
             server.stop()
     return 0
+
+
+def start_reading_room_beside(args: argparse.Namespace, settings: MabillonSettings, api_url: str):
+    """The reading room in its own process; ask runs (its question box and the deployments')
+    link to it, since both take MABILLON_READING_ROOM__URL from this environment."""
+    from prefect.settings import PREFECT_HOME
+
+    from flows.serve import start_reading_room
+
+    rr = settings.reading_room
+    port = args.reading_room_port or rr.port
+    env = {**os.environ, "PREFECT_API_URL": api_url}
+    room = start_reading_room(settings.home, rr.host, port,
+                              Path(PREFECT_HOME.value()) / "mabillon-reading-room.log", env)
+    os.environ.setdefault("MABILLON_READING_ROOM__URL", rr.url or room.url)
+    return room
 
 
 def register_to_work_pool(settings: MabillonSettings) -> int:

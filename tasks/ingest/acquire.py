@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date as date_type
 from datetime import datetime, timezone
@@ -32,6 +32,8 @@ from tasks.task_wrapper import as_task
 
 DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 IGNORED_NAMES = {"sidecar.json", "sidecar.csv", ".DS_Store", "Thumbs.db"}
+# What uploaders and browsers name a file while it is still being written; renamed when done.
+PARTIAL_SUFFIXES = (".part", ".partial", ".crdownload", ".filepart", ".tmp", ".uploading")
 URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
@@ -68,6 +70,8 @@ def parse_record_line(line: str, defaults: AccessDefaults) -> tuple[SourceInput,
         record = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:  # "[[[[…" a hundred thousand deep: refused, not a crash of the batch
+        raise ValueError("JSON nested too deeply to be a record") from None
     if not isinstance(record, dict):
         raise ValueError("a record must be a JSON object")
     doc_id = record.get("doc_id")
@@ -96,16 +100,23 @@ def parse_record_line(line: str, defaults: AccessDefaults) -> tuple[SourceInput,
     metadata = record.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise ValueError(f"{doc_id}: metadata must be an object")
+    title = record.get("title")
+    if title is not None and not isinstance(title, str):
+        raise ValueError(f"{doc_id}: title must be a string")
+    try:
+        data = canonical_record_bytes(record)
+    except UnicodeEncodeError:  # a lone surrogate (\\ud800) decodes from JSON but is not text
+        raise ValueError(f"{doc_id}: the record holds an unpaired surrogate, not Unicode text") from None
     try:
         valid_from, valid_to = parse_interval(record.get("valid_from"), record.get("valid_to"))
     except InvalidInstant as exc:
         raise ValueError(f"{doc_id}: {exc}") from None
     source = SourceInput(
         source_id=doc_id, uri=f"record:{doc_id}", doc_id=doc_id, corpus=corpus, date=date,
-        title=record.get("title"), tenant=tenant, groups=sorted(set(groups)), metadata=metadata,
+        title=title, tenant=tenant, groups=sorted(set(groups)), metadata=metadata,
         declared_media_type=RECORD_MEDIA_TYPE, valid_from=valid_from, valid_to=valid_to,
     )
-    return source, canonical_record_bytes(record)
+    return source, data
 
 
 def open_source(source: str | Path, storage: StorageSettings | None = None) -> Location:
@@ -187,11 +198,12 @@ def file_input(file: Location, root: Location | None, defaults: AccessDefaults,
 def is_walked(rel: str) -> bool:
     """Sidecars, desktop litter and anything under a hidden name are not inputs."""
     parts = PurePosixPath(rel).parts
-    return parts[-1] not in IGNORED_NAMES and not any(part.startswith(".") for part in parts)
+    return (parts[-1] not in IGNORED_NAMES and not parts[-1].lower().endswith(PARTIAL_SUFFIXES)
+            and not any(part.startswith(".") for part in parts))
 
 
-def iter_folder(folder: Location, defaults: AccessDefaults,
-                quarantined: list[Quarantined]) -> Iterator[PendingInput]:
+def iter_folder(folder: Location, defaults: AccessDefaults, quarantined: list[Quarantined],
+                skip: Collection[str] = ()) -> Iterator[PendingInput]:
     """The folder's files (or the prefix's objects) in a stable order, each described by the
     nearest sidecar that names it (see `tasks.ingest.sidecar`: every subfolder may hold one)."""
     try:
@@ -199,7 +211,17 @@ def iter_folder(folder: Location, defaults: AccessDefaults,
     except OSError as exc:
         quarantined.append(Quarantined(uri=source_uri(folder), reason=f"unreadable: {exc}"))
         return
-    by_rel = {rel: listed[rel] for rel in sorted(listed, key=PurePosixPath) if is_walked(rel)}
+    if folder.is_local:
+        for link, rels in linked_paths(folder.local_path, list(listed)).items():
+            # named as the link, not resolved: where it points is not for the record to follow
+            quarantined.append(Quarantined(uri=(folder.local_path / link).absolute().as_uri(), reason=(
+                f"symbolic link, not followed ({len(rels)} file(s) below it are not read): "
+                "only files stored inside the ingested folder are ingested")))
+            for rel in rels:
+                del listed[rel]
+    # `skip`: files left for a later run (still being written), by URI
+    by_rel = {rel: listed[rel] for rel in sorted(listed, key=PurePosixPath)
+              if is_walked(rel) and source_uri(listed[rel]) not in skip}
     sidecars = read_sidecars(folder, list(listed))
     for rel, reason in sidecars.named().items():
         if rel not in by_rel:
@@ -209,6 +231,9 @@ def iter_folder(folder: Location, defaults: AccessDefaults,
         entry, refusal = sidecars.describe(rel)
         if refusal is not None:
             quarantined.append(Quarantined(uri=source_uri(file), reason=refusal))
+            continue
+        if is_record_export(rel):  # an export dropped in a folder is its records, not one text
+            yield from iter_record_export(file, export_defaults(defaults, entry), quarantined)
             continue
         pending = file_input(file, folder, defaults, entry)
         doc_id = pending.source.doc_id
@@ -220,12 +245,36 @@ def iter_folder(folder: Location, defaults: AccessDefaults,
         yield pending
 
 
+def linked_paths(root: Path, rels: list[str]) -> dict[str, list[str]]:
+    """Paths reached through a symbolic link, by the first link on their way.
+
+    A link can point anywhere (/etc/passwd, another tenant's fonds) or loop back into the folder
+    (one file under forty names); neither is read, whatever it points to.
+    """
+    out: dict[str, list[str]] = {}
+    for rel in rels:
+        parts = PurePosixPath(rel).parts
+        for depth in range(1, len(parts) + 1):
+            if (root.joinpath(*parts[:depth])).is_symlink():
+                out.setdefault("/".join(parts[:depth]), []).append(rel)
+                break
+    return out
+
+
+def export_defaults(defaults: AccessDefaults, entry: SidecarEntry | None) -> AccessDefaults:
+    """A sidecar row naming an export gives its records' defaults (each record may still say)."""
+    if entry is None:
+        return defaults
+    return AccessDefaults(corpus=entry.corpus or defaults.corpus, tenant=entry.tenant or defaults.tenant,
+                          groups=entry.groups or defaults.groups)
+
+
 def is_record_export(name: str) -> bool:
     return PurePosixPath(name).suffix.lower() in {".jsonl", ".ndjson"}
 
 
 def iter_inputs(sources: Sequence[str | Path], defaults: AccessDefaults, quarantined: list[Quarantined],
-                storage: StorageSettings | None = None) -> Iterator[PendingInput]:
+                storage: StorageSettings | None = None, skip: Collection[str] = ()) -> Iterator[PendingInput]:
     """Expand the command-line inputs (paths, file:// and s3:// URIs) into inputs, in a stable order.
 
     `storage` holds the endpoint and credentials for s3:// inputs (the warehouse's, by default).
@@ -245,7 +294,7 @@ def iter_inputs(sources: Sequence[str | Path], defaults: AccessDefaults, quarant
             quarantined.append(Quarantined(uri=str(source), reason="path does not exist") if location.is_local
                                else Quarantined(uri=location.uri, reason=f"no object or prefix at {location.uri}"))
         elif not is_file:
-            yield from iter_folder(location, defaults, quarantined)
+            yield from iter_folder(location, defaults, quarantined, skip)
         elif is_record_export(location.name):
             yield from iter_record_export(location, defaults, quarantined)
         else:
@@ -270,12 +319,14 @@ def acquire_one(layout: StoreLayout, pending: PendingInput) -> Revision:
 
 
 def acquire(sources: list[str], defaults: AccessDefaults, layout: StoreLayout,
-            storage: StorageSettings | None = None) -> tuple[list[Revision], list[Quarantined]]:
-    """Paths, file:// and s3:// URIs in (`storage`: endpoint and credentials of s3:// inputs)."""
+            storage: StorageSettings | None = None,
+            skip: Collection[str] = ()) -> tuple[list[Revision], list[Quarantined]]:
+    """Paths, file:// and s3:// URIs in (`storage`: endpoint and credentials of s3:// inputs;
+    `skip`: URIs of folder files left for a later run)."""
     quarantined: list[Quarantined] = []
     revisions: list[Revision] = []
     seen: dict[str, str] = {}
-    pending = list(iter_inputs(sources, defaults, quarantined, storage))
+    pending = list(iter_inputs(sources, defaults, quarantined, storage, set(skip)))
     with StageProgress("acquire", len(pending), "src") as progress:
         for item in pending:
             sid = item.source.source_id

@@ -62,7 +62,11 @@ def check_image(data: bytes, limits: InspectionLimits) -> str | None:
             image.verify()
     except UnidentifiedImageError:  # its message names a BytesIO object, which tells the reader nothing
         return "malformed image: the header cannot be read (corrupt or truncated)"
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+    except Image.DecompressionBombError as exc:  # PIL refuses to open past 2× its own ceiling
+        announced = re.search(r"\((\d+) pixels\)", str(exc))
+        size = f"{announced.group(1)} pixels" if announced else "a pixel count"
+        return f"image bomb: its header announces {size}, over the limit of {limits.max_pixels}"
+    except (OSError, SyntaxError, ValueError) as exc:
         return f"malformed image: {exc}"
     return None
 

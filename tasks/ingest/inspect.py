@@ -39,6 +39,8 @@ EXTENSION_TYPES = {
 }
 # The root element of an XML document: the first tag that is not a declaration, comment or PI.
 _XML_ROOT = re.compile(r"<(?![?!])(?:[\w.-]+:)?([\w.-]+)")
+# Byte-order marks of UTF-32 and UTF-16 (UTF-32 first: its little-endian mark starts like UTF-16's).
+TEXT_BOMS = (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff", b"\xff\xfe", b"\xfe\xff")
 # Text-like types: a name that says one and bytes that say another are not a disguise.
 _TEXT_FAMILY = {"text/plain", "text/html", "application/xml", ALTO_MEDIA_TYPE}
 _CHECKS: dict[str, Callable[[bytes, InspectionLimits], str | None]] = {
@@ -59,6 +61,8 @@ def sniff_media_type(data: bytes) -> str:
         return "image/tiff"
     if head.startswith(b"PK\x03\x04"):
         return DOCX_MEDIA_TYPE if is_word_archive(data) else "application/zip"
+    if head.startswith(TEXT_BOMS):  # UTF-16/32 text is full of NULs, yet text
+        return "text/plain"
     if b"\x00" in head:
         return "application/octet-stream"
     try:
@@ -122,6 +126,9 @@ def inspect_revision(revision: Revision, data: bytes,
         return refuse(f"disguised file: named as {claimed} but its bytes are {sniffed}")
     if sniffed == "application/octet-stream":
         return refuse("unrecognised binary content (not a supported format)")
+    if sniffed == "application/zip":  # archives are never unpacked: what is inside was not inspected
+        return refuse("zip archive that is not a Word document: archives are not unpacked; "
+                      "ingest the files it holds instead")
     if sniffed in _TEXT_FAMILY and not data.strip():
         return refuse("empty file (whitespace only)")
     check = _CHECKS.get(sniffed)

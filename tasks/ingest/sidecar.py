@@ -120,13 +120,19 @@ def sidecar_rows(name: str, text: str) -> list[dict[str, Any]]:
             rows = json.loads(text)
         except json.JSONDecodeError as exc:
             raise SidecarError(f"{name} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        except RecursionError:
+            raise SidecarError(f"{name} is JSON nested too deeply to be a list of rows") from None
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise SidecarError(f"{name} must be a JSON list of objects")
         return rows
     reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames or "file" not in reader.fieldnames:
-        raise SidecarError(f"{name} has no 'file' column")
-    return [{k.strip(): (v.strip() if isinstance(v, str) else v) for k, v in row.items() if k} for row in reader]
+    try:
+        if not reader.fieldnames or "file" not in reader.fieldnames:
+            raise SidecarError(f"{name} has no 'file' column")
+        return [{k.strip(): (v.strip() if isinstance(v, str) else v) for k, v in row.items()
+                 if isinstance(k, str) and k} for row in reader]
+    except csv.Error as exc:  # a NUL byte, a field over csv's size limit, ...: not a readable table
+        raise SidecarError(f"{name} is not a readable CSV table (line {reader.line_num}: {exc})") from None
 
 
 def parse_sidecar(name: str, text: str) -> Sidecar:

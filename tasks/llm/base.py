@@ -1,8 +1,9 @@
 """The provider interface and the one validated-call path every provider goes through.
 
 A provider only turns messages into text (`complete`); `call_validated` parses that text as
-JSON, validates it against the request's schema, feeds the validation error back for a
-bounded number of re-asks, and charges the per-question ledger.
+JSON, validates it with the purpose's output model (whose JSON Schema the request carries),
+feeds the validation error back for a bounded number of re-asks, and charges the
+per-question ledger. What comes back is an instance of the output model, never a dict.
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import jsonschema
+from pydantic import BaseModel, ValidationError
+
+from schemas.query import PURPOSES, output_schema
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +29,25 @@ Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str
 class LlmRequest:
     purpose: str  # plan | search | review | held_review | briefing | replan | rerank
     messages: list[Message]
-    schema: dict[str, Any]
-    # The structured state the messages were rendered from. Model providers ignore it; the
-    # LLM-free `rules` policy decides from it instead of re-parsing the prompt.
-    context: dict[str, Any] = field(default_factory=dict)
+    # The typed state the messages were rendered from (schemas.query.PURPOSES[purpose].context).
+    # Model providers ignore it; the offline policies decide from it instead of re-parsing
+    # the prompt.
+    context: BaseModel | None = None
+    # The output model; by default the purpose's (schemas.query.PURPOSES).
+    output: type[BaseModel] | None = None
+
+    @property
+    def output_model(self) -> type[BaseModel]:
+        if self.output is not None:
+            return self.output
+        if self.purpose not in PURPOSES:
+            raise ValueError(f"no output model for purpose {self.purpose!r}")
+        return PURPOSES[self.purpose].output
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema sent to the model, derived from the output model."""
+        return output_schema(self.output_model)
 
 
 @dataclass(frozen=True)
@@ -91,7 +109,7 @@ class Ledger:
 
 @dataclass
 class LlmResult:
-    value: dict[str, Any] | None
+    value: BaseModel | None  # an instance of the request's output model
     raw: str
     prompt_digest: str
     attempts: int
@@ -116,21 +134,54 @@ def parse_json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(stripped)
     except json.JSONDecodeError:
-        start = stripped.find("{")
-        if start < 0:
+        found = _objects_in(stripped)
+        if not found:
             raise ValueError("no JSON object in the output") from None
-        value, _ = json.JSONDecoder().raw_decode(stripped[start:])
+        if len(found) > 1:
+            # e.g. a passage's fake action quoted before the answer: which one is meant is a
+            # guess, and guessing the first would let a document's text pick the action
+            raise ValueError(f"{len(found)} JSON objects in the output; answer with exactly one") from None
+        value = found[0]
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
     return value
 
 
-def validation_error(value: dict[str, Any], schema: dict[str, Any]) -> str | None:
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    return f"at {where}: {error.message}"
+def _objects_in(text: str) -> list[dict[str, Any]]:
+    """The top-level JSON objects embedded in prose, in order."""
+    decoder, found, at = json.JSONDecoder(), [], text.find("{")
+    while at >= 0:
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except (json.JSONDecodeError, RecursionError):
+            at = text.find("{", at + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        at = text.find("{", end)
+    return found
+
+
+def describe(error: ValidationError) -> str:
+    """The first validation error, as fed back to the model: where, and what was wrong."""
+    first = error.errors()[0]
+    where = "/".join(str(p) for p in first["loc"]) or "(root)"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"at {where}: {first['msg']}{more}"
+
+
+def validate_output(text: str, output: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+    """(the output model, None) or (None, what was wrong with the text)."""
+    try:
+        value = parse_json_object(text)
+    except ValueError as exc:
+        return None, f"not valid JSON: {exc}"
+    try:
+        return output.model_validate(value), None
+    except ValidationError as exc:
+        return None, describe(exc)
 
 
 def call_validated(provider: Provider, request: LlmRequest, ledger: Ledger,
@@ -142,8 +193,15 @@ def call_validated(provider: Provider, request: LlmRequest, ledger: Ledger,
     for attempt in range(1 + max_retries):
         ledger.check()
         started = time.perf_counter()
-        completion = provider.complete(LlmRequest(request.purpose, messages, request.schema,
-                                                  request.context))
+        try:
+            completion = provider.complete(LlmRequest(request.purpose, messages, request.context,
+                                                      request.output))
+        except (BudgetExhausted, ProviderError):
+            raise
+        except Exception as exc:  # the provider is outside us: its failure degrades the answer
+            log.exception("%s: provider %s failed", request.purpose, getattr(provider, "name", "?"))
+            raise ProviderError(f"{getattr(provider, 'name', 'provider')} failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
         seconds = time.perf_counter() - started
         ledger.charge(completion, seconds)
         result.attempts = attempt + 1
@@ -152,11 +210,7 @@ def call_validated(provider: Provider, request: LlmRequest, ledger: Ledger,
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
         result.model_s += seconds
-        try:
-            value = parse_json_object(completion.text)
-            error = validation_error(value, request.schema)
-        except ValueError as exc:
-            value, error = None, f"not valid JSON: {exc}"
+        value, error = validate_output(completion.text, request.output_model)
         if error is None:
             result.value, result.error = value, None
             return result

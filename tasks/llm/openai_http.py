@@ -62,7 +62,13 @@ class OpenAIProvider:
             if response.status_code >= 400:
                 raise ProviderError(f"{self.url} answered HTTP {response.status_code}: "
                                     f"{response.text[:300]}")
-            return self._parse(response.json())
+            try:
+                payload = response.json()
+            except ValueError:  # a proxy's HTML error page with status 200: a failed attempt
+                last = f"HTTP {response.status_code} with a body that is not JSON: {response.text[:200]!r}"
+                log.warning("%s attempt %d: %s", self.url, attempt + 1, last)
+                continue
+            return self._parse(payload)
         raise ProviderError(f"{self.url} failed after {self.max_retries + 1} attempts; last: {last}")
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
@@ -80,6 +86,12 @@ class OpenAIProvider:
             text = payload["choices"][0]["message"]["content"] or ""
         except (KeyError, IndexError, TypeError) as exc:
             raise ProviderError(f"not a chat-completions answer: {str(payload)[:300]}") from exc
-        usage = payload.get("usage") or {}
-        return Completion(text=text, tokens_in=int(usage.get("prompt_tokens", 0)),
-                          tokens_out=int(usage.get("completion_tokens", 0)))
+        if not isinstance(text, str):
+            raise ProviderError(f"chat-completions content is {type(text).__name__}, not text: "
+                                f"{str(text)[:300]}")
+        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+
+        def count(key: str) -> int:
+            value = usage.get(key, 0)
+            return value if isinstance(value, int) and value >= 0 else 0
+        return Completion(text=text, tokens_in=count("prompt_tokens"), tokens_out=count("completion_tokens"))

@@ -41,6 +41,7 @@ def publish_without(layout: StoreLayout, settings: MabillonSettings, doc_ids: li
     if not report.ok:
         raise ReconcileFailed(report)
     manifest = write_generation(layout, generation, serving, staged, report, validation, RunCounts(), [],
-                                previous.segmenter, previous.chunking, previous.embedding_model)
+                                previous.segmenter, previous.chunking, previous.embedding_model,
+                                settings.index, settings.retrieval)
     switch_to(layout, manifest, settings.actor, f"delete: {reason}".strip())
     return generation, unknown

@@ -55,7 +55,7 @@ def build_record(layout: StoreLayout, generation: str, decision: Decision, befor
         generation=generation, recorded_at=datetime.now(timezone.utc),
         manifest=str(layout.manifest_path(generation)), manifest_sha256=manifest_sha256(layout, generation),
         parent=m.parent, counts=m.counts, run=m.run, digest=m.digest,
-        diff={k: len(v) for k, v in m.diff.model_dump().items()},
+        diff={k: v for k, v in m.diff.model_dump().items() if isinstance(v, int)},
         validation={**m.validation, "report": str(layout.reports / f"{generation}-validation.md")},
         quarantined=m.quarantined, shadow=shadow, shadow_note=shadow_note, decision=decision,
         serving_before=before.serving, serving_after=after.serving,

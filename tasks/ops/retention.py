@@ -15,11 +15,15 @@ import pyarrow.compute as pc
 import yaml
 from pydantic import BaseModel, Field
 
+from schemas.indexes import IndexSettings
+from schemas.retrieval import RetrievalSettings
 from tasks.ops.redact import needles_for, redact_records
+from tasks.query.indexing import index_generation
 from tasks.store.atomic import atomic_write_text
 from tasks.store.lance_store import delete_generation_tag, prune_untagged_versions, rewrite_generation_table
 from tasks.store.layout import StoreLayout
-from tasks.store.lineage_store import LINEAGE_TABLES, has_lineage, read_lineage_table
+from tasks.store.lineage_store import LINEAGE_TABLES, drop_from_source_diff, has_lineage, read_lineage_table
+from tasks.store.integrity import record_digests
 from tasks.store.manifests import list_generations, read_manifest
 from tasks.store.routing import read_routing, update_routing
 from tasks.store.tombstones import mark_purged, read_tombstones
@@ -132,11 +136,21 @@ def purge_documents(layout: StoreLayout, doc_ids: set[str]) -> PurgeReport:
         }
         for name, table in rewritten.items():
             (layout.lineage_dir(gen) / f"{name}.parquet").write_parquet(table)
+        drop_from_source_diff(layout, gen, source_ids)
+        layout.index_dir(gen).remove_tree()  # indexes hold the rows too: rebuilt below
+        contract = read_manifest(layout, gen).indexes
+        rebuilt = []
+
+        def reindex(lance_table, rows: pa.Table, like=contract, gen=gen) -> None:
+            if like is not None:  # same algorithm and parameters as the manifest records
+                rebuilt.append(index_generation(lance_table, rows.select(["chunk_id", "text"]),
+                                                layout.index_dir(gen), IndexSettings(),
+                                                RetrievalSettings(), like=like))
         before, after = rewrite_generation_table(
-            layout, gen, lambda t: _filter(t, "doc_id", doc_ids))
+            layout, gen, lambda t: _filter(t, "doc_id", doc_ids), reindex)
         report.chunks_removed += before - after
-        layout.index_dir(gen).remove_tree()  # derived; rebuilt on next query
-        _record_purge(layout, gen, sorted(source_ids))
+        _record_purge(layout, gen, sorted(source_ids), rebuilt[0] if rebuilt else None)
+        record_digests(layout, gen)  # the files were rewritten on purpose
         report.generations_rewritten.append(gen)
     caches, blobs = remove_unreferenced_state(layout, generations, gone_revisions, gone_digests)
     report.cache_files_removed, report.blobs_removed = caches, blobs
@@ -147,11 +161,15 @@ def purge_documents(layout: StoreLayout, doc_ids: set[str]) -> PurgeReport:
     return report
 
 
-def _record_purge(layout: StoreLayout, generation: str, source_ids: list[str]) -> None:
-    """Amendments sit beside the manifest, which itself is never rewritten."""
+def _record_purge(layout: StoreLayout, generation: str, source_ids: list[str], indexes=None) -> None:
+    """Amendments sit beside the manifest, which itself is never rewritten (the indexes rebuilt
+    over the rewritten rows, with the manifest's parameters, are recorded here)."""
     path = layout.generations / f"{generation}.purges.yaml"
     entries = yaml.safe_load(path.read_text("utf-8")) if path.exists() else []
-    entries.append({"at": datetime.now(timezone.utc).isoformat(), "sources_removed": source_ids})
+    entry = {"at": datetime.now(timezone.utc).isoformat(), "sources_removed": source_ids}
+    if indexes is not None:
+        entry["indexes"] = indexes.model_dump(mode="json")
+    entries.append(entry)
     atomic_write_text(path, yaml.safe_dump(entries, allow_unicode=True))
 
 

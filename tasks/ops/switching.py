@@ -6,6 +6,7 @@ loads the encoder recorded in the generation's manifest, so index and encoder sw
 from __future__ import annotations
 
 from schemas.generation import SWITCH_ACTIONS, RoutingRecord
+from tasks.store.integrity import verify_generation
 from tasks.store.layout import StoreLayout
 from tasks.store.lance_store import tagged_generations
 from tasks.store.lineage_store import has_lineage
@@ -24,6 +25,7 @@ def check_servable(layout: StoreLayout, generation: str, routing: RoutingRecord)
         raise GenerationUnavailable(f"generation {generation} is retired and its data removed")
     if generation not in tagged_generations(layout) or not has_lineage(layout, generation):
         raise GenerationUnavailable(f"generation {generation} has no data in the warehouse (index or lineage missing)")
+    verify_generation(layout, generation)  # CorruptGeneration: the serving one stays
 
 
 def promote(layout: StoreLayout, generation: str, actor: str, reason: str = "",

@@ -15,8 +15,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.query import (AgentStep, Briefing, ChannelResult, LoopParams, Memory,
-                           OUTPUT_SCHEMAS, SubQuestion, Verdict)
+from schemas.embedding import EmbeddingInputTooLong
+from schemas.query import (AgentStep, BriefedDocument, Briefing, ChannelResult, HitView,
+                           LoopParams, Memory, OUTPUT_SCHEMAS, RankedDocument, ReviewContext,
+                           ReviewStep, SearchRecord, SearchStep, StepContext, SubQuestion,
+                           Verdict, WarmRanks)
 from tasks.llm.base import (BudgetExhausted, InvalidOutput, Ledger, LlmRequest, LlmResult,
                             Provider, ProviderError, call_validated)
 from tasks.query import prompts
@@ -30,9 +33,9 @@ log = logging.getLogger(__name__)
 class AgentState:
     index: int
     sub_question: SubQuestion
-    memory: Memory = field(default_factory=Memory)
+    memory: Memory = field(default_factory=Memory.empty)
     actions: list[Action] = field(default_factory=list)
-    searches: list[dict[str, Any]] = field(default_factory=list)
+    searches: list[SearchRecord] = field(default_factory=list)
     search_keys: set[str] = field(default_factory=set)
     last_search_key: str | None = None
     effective: int = 0
@@ -43,7 +46,7 @@ class AgentState:
     held: dict[str, tuple[Hit, Verdict]] = field(default_factory=dict)
     rejected: dict[str, Verdict] = field(default_factory=dict)
     retrieved: dict[str, Hit] = field(default_factory=dict)  # doc id → first hit seen
-    warm: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    warm: dict[str, WarmRanks] = field(default_factory=dict)
     warm_order: list[str] = field(default_factory=list)
     warm_chunk: dict[str, str] = field(default_factory=dict)  # doc id → its best chunk id
     steps: list[AgentStep] = field(default_factory=list)
@@ -66,25 +69,61 @@ class QuestionContext:
     params: LoopParams
     corpora: list[str]
     briefings: list[Briefing] = field(default_factory=list)
+    states: list[AgentState] = field(default_factory=list)  # sub-questions run so far, in order
+    question_ranking: list[str] = field(default_factory=list)  # the whole question's warm start
+    flags: set[str] = field(default_factory=set)  # question-level (invalid outputs, bad ids)
+    question_candidates: list[RankedDocument] = field(default_factory=list)
+    _question_ranks: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def set_question_ranking(self, ranking: list[RankedDocument]) -> None:
+        self.question_candidates = list(ranking)
+        self.question_ranking = [d.doc_id for d in ranking]
+        self._question_ranks = {d.doc_id: d.rank for d in ranking}
+
+    def question_rank(self, doc_id: str) -> int | None:
+        return self._question_ranks.get(doc_id)
 
 
-def hit_dict(hit: Hit) -> dict[str, Any]:
-    return {"chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "corpus": hit.corpus,
-            "date": hit.date, "text": hit.text, "tool": hit.tool, "rank": hit.rank,
-            "widened": hit.widened, "warm": hit.warm}
+SUPPORT_K = 60  # the RRF constant of the warm start itself
 
 
-def accepted_brief(state: AgentState) -> list[dict[str, Any]]:
-    return [{"doc_id": d, "corpus": v[0][0].corpus, "date": v[0][0].date}
+def warm_support(states: list[AgentState], question_ranking: list[str] | None = None,
+                 question_weight: float = 1.0) -> dict[str, float]:
+    """RRF over the sub-questions' warm starts and, weighted, the whole question's own."""
+    support: dict[str, float] = {}
+    for st in states:
+        for doc, ranks in st.warm.items():
+            if ranks.fused is not None:
+                support[doc] = support.get(doc, 0.0) + 1.0 / (SUPPORT_K + ranks.fused)
+    for rank, doc in enumerate(question_ranking or [], start=1):
+        support[doc] = support.get(doc, 0.0) + question_weight / (SUPPORT_K + rank)
+    return support
+
+
+def hit_views(ctx: QuestionContext, hits: list[Hit]) -> list[HitView]:
+    """Hits as a policy sees them, with their documents' standing over the whole question."""
+    support = warm_support(ctx.states, ctx.question_ranking, ctx.params.question_weight)
+    return [HitView(chunk_id=h.chunk_id, doc_id=h.doc_id, corpus=h.corpus, date=h.date,
+                    text=h.text, tool=h.tool, rank=h.rank, score=h.score, widened=h.widened,
+                    warm=h.warm, question_rank=ctx.question_rank(h.doc_id),
+                    support=round(support.get(h.doc_id, 0.0), 6), ordinal=h.ordinal,
+                    doc_chunks=h.doc_chunks)
+            for h in hits]
+
+
+def accepted_brief(state: AgentState) -> list[BriefedDocument]:
+    return [BriefedDocument(doc_id=d, corpus=v[0][0].corpus, date=v[0][0].date)
             for d, v in state.accepted.items()]
 
 
-def step_context(ctx: QuestionContext, state: AgentState) -> dict[str, Any]:
-    return {"question": ctx.question, "sub_question": state.sub_question.model_dump(),
-            "briefings": [b.model_dump() for b in ctx.briefings],
-            "searches": state.searches, "accepted": accepted_brief(state),
-            "budget_left": state.budget_left(ctx.params), "corpora": ctx.corpora,
-            "memory": state.memory.model_dump()}
+def step_context(ctx: QuestionContext, state: AgentState) -> StepContext:
+    before = [d for st in ctx.states if st.index < state.index for d in accepted_brief(st)]
+    return StepContext(question=ctx.question, sub_question=state.sub_question,
+                       briefings=list(ctx.briefings), searches=list(state.searches),
+                       accepted=accepted_brief(state), accepted_before=before,
+                       question_candidates=ctx.question_candidates,
+                       budget_left=state.budget_left(ctx.params), corpora=ctx.corpora,
+                       memory=state.memory)
 
 
 def visible(state: AgentState, hits: list[Hit]) -> list[Hit]:
@@ -106,10 +145,14 @@ def with_warm(state: AgentState, hits: list[Hit]) -> list[Hit]:
     return hits
 
 
-def _call(ctx: QuestionContext, state: AgentState, purpose: str,
-          messages: list[dict[str, str]], context: dict[str, Any]) -> LlmResult:
-    request = LlmRequest(purpose, messages, OUTPUT_SCHEMAS[purpose], context)
-    return call_validated(ctx.provider, request, ctx.ledger, ctx.params.max_retries)
+def _call(ctx: QuestionContext, purpose: str, messages: list[dict[str, str]],
+          context: StepContext) -> LlmResult:
+    request = LlmRequest(purpose, messages, context)
+    try:
+        return call_validated(ctx.provider, request, ctx.ledger, ctx.params.max_retries)
+    except InvalidOutput:
+        ctx.flags.add("invalid_output")
+        raise
 
 
 def _record(state: AgentState, kind: str, effective: bool, result: LlmResult | None,
@@ -120,7 +163,7 @@ def _record(state: AgentState, kind: str, effective: bool, result: LlmResult | N
         step.prompt_digest = result.prompt_digest
         step.raw_output = result.raw
         step.raw_attempts = result.raws
-        step.output = result.value
+        step.output = result.value.model_dump(mode="json") if result.value is not None else None
         step.model_s, step.tokens_in, step.tokens_out = (result.model_s, result.tokens_in,
                                                          result.tokens_out)
         step.attempts = result.attempts
@@ -131,27 +174,31 @@ def _record(state: AgentState, kind: str, effective: bool, result: LlmResult | N
 def review_step(ctx: QuestionContext, state: AgentState) -> None:
     p = ctx.params
     hits = state.pending
-    context = step_context(ctx, state) | {"hits": [hit_dict(h) for h in hits]}
+    context = ReviewContext(**dict(step_context(ctx, state)), hits=hit_views(ctx, hits))
     messages = prompts.review_messages(
         ctx.question, state.sub_question, ctx.briefings, state.memory, state.actions,
-        p.history_actions, state.feedback, context["hits"], p.snippet_chars,
+        p.history_actions, state.feedback, context.hits, p.snippet_chars,
         OUTPUT_SCHEMAS["review"])
     try:
-        result = _call(ctx, state, "review", messages, context)
+        result = _call(ctx, "review", messages, context)
     except InvalidOutput as exc:
         _skip_invalid(state, exc, "review",
                       f"your review was not valid ({exc.result.error}); review again")
         return
+    out: ReviewStep = result.value
     by_id = {h.chunk_id: h for h in hits}
     verdicts: list[Verdict] = []
     notes: list[str] = []
-    for item in result.value["args"]["verdicts"]:
-        hit = by_id.get(item["chunk_id"])
+    for item in out.args.verdicts:
+        hit = by_id.get(item.chunk_id)
         if hit is None or hit.chunk_id in state.reviewed:
-            notes.append(f"{item['chunk_id']} was not under review")
+            # a passage never shown (or judged twice) changes nothing: no invented document
+            notes.append(f"{item.chunk_id[:80]} was not under review")
+            ctx.flags.add("unknown_chunk_in_output")
             continue
-        verdict = Verdict(chunk_id=hit.chunk_id, doc_id=hit.doc_id, decision=item["verdict"],
-                          rationale=item["rationale"], sub_question=state.index, step=state.raw)
+        verdict = Verdict(chunk_id=hit.chunk_id, doc_id=hit.doc_id, decision=item.verdict,
+                          rationale=item.rationale, sub_question=state.index, step=state.raw,
+                          probability=item.confidence)
         apply_verdict(state, hit, verdict)
         verdicts.append(verdict)
     for hit in hits:  # a passage the agent skipped is held, not lost
@@ -161,7 +208,7 @@ def review_step(ctx: QuestionContext, state: AgentState) -> None:
                               step=state.raw, by="auto")
             apply_verdict(state, hit, verdict)
             verdicts.append(verdict)
-    state.memory = replace_memory(result.value.get("memory_update"), state.memory)
+    state.memory = replace_memory(out.memory_update, state.memory)
     counts = {d: sum(v.decision == d for v in verdicts) for d in ("accept", "hold", "reject")}
     state.actions.append(Action(state.raw, "review", ", ".join(f"{n} {d}" for d, n in counts.items())))
     state.feedback = "; ".join(notes) or None
@@ -173,6 +220,7 @@ def review_step(ctx: QuestionContext, state: AgentState) -> None:
 def _skip_invalid(state: AgentState, exc: InvalidOutput, purpose: str, feedback: str) -> None:
     """An invalid review or search output skips the step and tells the model why."""
     state.feedback = feedback
+    state.flags.add("invalid_output")
     state.actions.append(Action(state.raw, "skipped", f"invalid {purpose} output"))
     _record(state, "skipped", False, exc.result, feedback=state.feedback, purpose=purpose)
 
@@ -198,16 +246,16 @@ def search_step(ctx: QuestionContext, state: AgentState) -> None:
         ctx.question, state.sub_question, ctx.briefings, state.memory, state.actions,
         p.history_actions, state.feedback, state.budget_left(p), OUTPUT_SCHEMAS["search"])
     try:
-        result = _call(ctx, state, "search", messages, context)
+        result = _call(ctx, "search", messages, context)
     except InvalidOutput as exc:
         _skip_invalid(state, exc, "search", f"your step was not valid ({exc.result.error})")
         return
-    out = result.value
-    state.memory = replace_memory(out.get("memory_update"), state.memory)
-    tool, args = out["action"], out.get("args") or {}
+    out: SearchStep = result.value
+    state.memory = replace_memory(out.memory_update, state.memory)
+    tool, args = out.action, out.args.model_dump(exclude_none=True)
     if tool == "finish":
         state.stop_reason = "finished"
-        state.actions.append(Action(state.raw, "finish", out.get("thought", "")[:120]))
+        state.actions.append(Action(state.raw, "finish", out.thought[:120]))
         _record(state, "finish", False, result, purpose="search")
         return
     key = search_key(tool, args)
@@ -226,8 +274,11 @@ def search_step(ctx: QuestionContext, state: AgentState) -> None:
         checked = check_args(tool, args, ctx.corpora)
     except ToolError as exc:
         return _skip(state, result, tool, str(exc))
-    shown_all, widened = run_search(ctx.backend, tool, checked, p.search_k, p.date_widen_days)
-    state.searches.append({"tool": tool, "args": checked})
+    try:
+        shown_all, widened = run_search(ctx.backend, tool, checked, p.search_k, p.date_widen_days)
+    except EmbeddingInputTooLong as exc:  # refused, not truncated: the model shortens it
+        return _skip(state, result, tool, f"query too long for the encoder ({exc}); shorten it")
+    state.searches.append(SearchRecord(tool=tool, args=checked))
     shown = visible(state, with_warm(state, shown_all))[:p.review_k]
     silently = _hold_widened(state, with_warm(state, widened))
     channel = ChannelResult(tool=tool, args=checked,

@@ -86,6 +86,15 @@ def analyze(text: str, stem: bool = True, ngrams: int = 0) -> list[str]:
     return terms
 
 
+def analyze_word(word: str, stem: bool = True, ngrams: int = 0) -> list[str]:
+    """The index terms one word of `words()` contributes to `analyze()` (its term, then its
+    n-grams): an index builder analyses each distinct word once."""
+    terms = [_term(word, stem)]
+    if ngrams > 0:
+        terms.extend("~" + g for g in char_ngrams(fold(word), ngrams))
+    return terms
+
+
 def analyzer_id(stem: bool, ngrams: int) -> str:
     """Names the analysis an index was built with; a different analysis is a different index."""
     key = f"{ANALYZER_VERSION}|stem={stem}|ngrams={ngrams}|stop={len(STOPWORDS)}"

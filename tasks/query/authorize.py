@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from datetime import datetime
 
 from schemas.retrieval import AccessDenied, Principal
 from tasks.query import validity
@@ -61,6 +60,28 @@ def allowed_mask(chunks_table: pa.Table, principal: Principal,
     return mask
 
 
+def allowed_set(view, principal: Principal, excluded_doc_ids: Iterable[str] = (),
+                as_of: datetime | None = None) -> AllowedSet:
+    """The prefilter of every channel: the principal's tenant and groups against each access
+    class of the generation (`view.access_classes`), minus excluded (tombstoned) documents,
+    inside the validity interval at the query time (`view.validity`, `as_of`).
+
+    The one place the allowed set is built; a further condition is added here, to the mask and
+    the clause together.
+    """
+    check_principal(principal)
+    groups = set(principal.groups)
+    visible = np.array([bool(c.tenant) and c.tenant == principal.tenant and bool(groups & set(c.groups))
+                        for c in view.access_classes] + [False], dtype=bool)
+    mask = visible[view.access_codes]  # NO_POLICY (-1) reads the trailing False
+    excluded = sorted(set(excluded_doc_ids))
+    if excluded:
+        codes = np.flatnonzero(np.isin(view.doc_ids, np.asarray(excluded, dtype=object)))
+        if codes.size:
+            mask &= ~np.isin(view.doc_codes, codes)
+    return AllowedSet(mask, allowed_where(principal, excluded), view.validity, as_of)
+
+
 def sql_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
@@ -79,28 +100,42 @@ def allowed_where(principal: Principal, excluded_doc_ids: Iterable[str] = ()) ->
 
 
 class AllowedSet:
-    """Who may see which chunk (fixed when opened) and when (evaluated at each search).
+    """What one principal may see in one generation, in the two forms the channels apply before
+    any scoring: a mask over the view's rows and the same policy as a Lance filter.
 
-    `as_of` fixes the query time; without it each search uses the clock, so an embargo lifts
-    by itself. The mask for a time is cached until the next validity bound of any chunk.
+    Who (tenant, groups) and what (tombstones) are fixed when it is built; when (validity) is
+    evaluated at each use: `as_of` fixes the query time, otherwise the clock, so an embargo
+    lifts by itself. The mask for a time is cached until the next validity bound of any chunk.
     """
 
-    def __init__(self, table: pa.Table, principal: Principal, excluded_doc_ids: Iterable[str] = (),
+    def __init__(self, policy: np.ndarray, policy_where: str, validity: ValidityWindow | None = None,
                  as_of: datetime | None = None):
-        excluded = frozenset(excluded_doc_ids)
         self.as_of = as_of
-        self._policy = allowed_mask(table, principal, excluded)
-        self._policy_where = allowed_where(principal, excluded)
-        # a table without the columns (published before intervals) has no bound: no time filter
-        self._validity = ValidityWindow.of(table)
+        self._policy = policy
+        self._policy_where = policy_where
+        # a generation without the columns (published before intervals) has no bound: no time filter
+        self._validity = validity
         self._combined: tuple[np.ndarray, np.ndarray] | None = None
+
+    @classmethod
+    def of_table(cls, table: pa.Table, principal: Principal, excluded_doc_ids: Iterable[str] = (),
+                 as_of: datetime | None = None) -> "AllowedSet":
+        """From a chunks table (tenant, groups, doc_id, and valid_from/valid_to where present)."""
+        excluded = frozenset(excluded_doc_ids)
+        return cls(allowed_mask(table, principal, excluded), allowed_where(principal, excluded),
+                   ValidityWindow.of(table), as_of)
 
     def query_time(self) -> datetime:
         return self.as_of or validity.now_utc()
 
+    @property
+    def bounded(self) -> bool:
+        return self._validity is not None and self._validity.bounded
+
+    @property
     def mask(self) -> np.ndarray:
         """The rows a search may score now (never modified by callers: copy before changing)."""
-        valid = self._validity.mask_at(self.query_time())
+        valid = self._validity.mask_at(self.query_time()) if self._validity is not None else None
         if valid is None:
             return self._policy
         cached = self._combined
@@ -110,7 +145,12 @@ class AllowedSet:
         self._combined = (valid, combined)
         return combined
 
+    @property
     def where(self) -> str:
-        if not self._validity.bounded:
+        if not self.bounded:
             return self._policy_where
         return f"{self._policy_where} AND {validity_where(self.query_time())}"
+
+    @property
+    def count(self) -> int:
+        return int(self.mask.sum())

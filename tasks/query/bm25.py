@@ -1,4 +1,7 @@
-"""BM25 over chunks: a sparse term-frequency matrix, scored only inside the allowed rows.
+"""BM25 over chunks held in memory: a sparse term-frequency matrix, scored only inside the
+allowed rows. The serving channel reads the same statistics from disk
+(`tasks.query.lexical_index`); this one is its reference (tests, `bench/bench_scale.py`) and
+serves generations published before the index contract.
 
 The index stores raw term frequencies (chunks × terms, CSC) and chunk lengths, not
 precomputed BM25 weights, so document frequency and average length are computed over the
@@ -22,6 +25,15 @@ from tasks.query.analysis import analyze, analyzer_id
 from tasks.store.location import Location, open_location
 
 log = logging.getLogger(__name__)
+
+
+def term_scores(tf: np.ndarray, lengths: np.ndarray, df: int, n: int, avgdl: float, q: int,
+                k1: float, b: float) -> np.ndarray:
+    """One query term's BM25 contribution to the rows holding it (Lucene's idf, never negative);
+    `df`, `n` and `avgdl` are statistics of the rows the principal may see."""
+    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    norm = k1 * (1.0 - b + b * lengths / avgdl)
+    return q * idf * tf * (k1 + 1.0) / (tf + norm)
 
 
 @dataclass(frozen=True)
@@ -70,9 +82,7 @@ class Bm25Index:
             rows, tf = rows[keep], tf[keep]
             if rows.size == 0:
                 continue
-            idf = np.log(1.0 + (n - rows.size + 0.5) / (rows.size + 0.5))
-            norm = k1 * (1.0 - b + b * self.lengths[rows] / avgdl)
-            out[rows] += q * idf * tf * (k1 + 1.0) / (tf + norm)
+            out[rows] += term_scores(tf, self.lengths[rows], rows.size, n, avgdl, q, k1, b)
         return out
 
     # persistence -------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ def best_ranks(states: list[AgentState], doc_id: str) -> StageRanks:
     """Each stage's best rank of the document over the sub-questions' warm starts."""
     best: dict[str, int] = {}
     for st in states:
-        for stage, r in (st.warm.get(doc_id) or {}).items():
+        warm = st.warm.get(doc_id)
+        for stage, r in (warm.model_dump(exclude={"score"}) if warm else {}).items():
             if r is not None and stage in StageRanks.model_fields:
                 best[stage] = min(best.get(stage, r), r)
     return StageRanks(**best)

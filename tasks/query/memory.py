@@ -6,8 +6,6 @@ append-only in the state, but only its last N entries are shown, so prompts stay
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 from schemas.query import Memory
 
 
@@ -18,11 +16,9 @@ class Action:
     detail: str  # what was asked and what came of it, one line
 
 
-def replace_memory(update: dict[str, Any] | None, current: Memory) -> Memory:
-    """The step's memory replaces the old one; an invalid update keeps the old memory."""
-    if not update:
-        return current
-    return Memory(**{k: str(update.get(k, "")) for k in Memory.model_fields})
+def replace_memory(update: Memory | None, current: Memory) -> Memory:
+    """The step's (validated) memory replaces the old one whole; no update keeps the old."""
+    return update if update is not None else current
 
 
 def render_memory(memory: Memory) -> str:

@@ -2,7 +2,8 @@
 
 Confirmations = how many sub-questions accepted a document. Groups go in decreasing count;
 inside a group of two or more, one call orders the tie from the agent's own rationales;
-a singleton passes through. Below the accepted documents come the others by their warm-start
+a singleton passes through. Below the accepted documents come the others: first those the
+reviewer judged with a confidence (the learned judge), by it; then the rest by their warm-start
 support — reciprocal-rank fusion of the sub-questions' warm-start lists, so a document several
 sub-questions surfaced ranks above one only one did (measured better than interleaving the
 lists, docs/benchmarks.md) and rejecting or missing a document never costs the recall the warm
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from schemas.query import LlmCallRecord, OUTPUT_SCHEMAS
+from schemas.query import (BriefedDocument, LlmCallRecord, OUTPUT_SCHEMAS, RerankCandidate,
+                           RerankContext, RerankOutput)
 from tasks.query import prompts
-from tasks.query.agent import AgentState
+from tasks.query.agent import AgentState, warm_support
 from tasks.query.calls import recorded_call
 from tasks.query.tools import Hit
 
@@ -30,26 +32,17 @@ class Candidate:
     hits: list[Hit] = field(default_factory=list)
     fused: int | None = None  # best warm-start rank over the sub-questions
     support: float = 0.0  # RRF of its warm-start ranks over the sub-questions
+    probability: float | None = None  # the reviewer's best confidence, when it gave one
 
     @property
     def confirmations(self) -> int:
         return len(set(self.sub_questions))
 
-
-SUPPORT_K = 60  # the RRF constant of the warm start itself
-
-
-def warm_support(states: list[AgentState], question_ranking: list[str] | None = None,
-                 question_weight: float = 1.0) -> dict[str, float]:
-    """RRF over the sub-questions' warm starts and, weighted, the whole question's own."""
-    support: dict[str, float] = {}
-    for st in states:
-        for doc, ranks in st.warm.items():
-            if ranks.get("fused") is not None:
-                support[doc] = support.get(doc, 0.0) + 1.0 / (SUPPORT_K + ranks["fused"])
-    for rank, doc in enumerate(question_ranking or [], start=1):
-        support[doc] = support.get(doc, 0.0) + question_weight / (SUPPORT_K + rank)
-    return support
+    def view(self) -> RerankCandidate:
+        return RerankCandidate(doc_id=self.doc_id, corpus=self.corpus, date=self.date,
+                               rationales=self.rationales[:4], sub_questions=self.sub_questions,
+                               positions=self.positions, fused=self.fused,
+                               support=round(self.support, 5), probability=self.probability)
 
 
 def merge(states: list[AgentState], question_ranking: list[str] | None = None,
@@ -63,11 +56,14 @@ def merge(states: list[AgentState], question_ranking: list[str] | None = None,
             c.positions.append(pos)
             c.rationales += [v.rationale for _, v in pairs if v.rationale]
             c.hits += [h for h, _ in pairs if h.chunk_id not in {x.chunk_id for x in c.hits}]
+            probs = [v.probability for _, v in pairs if v.probability is not None]
+            if probs:
+                c.probability = max([*probs, c.probability or 0.0])
     support = warm_support(states, question_ranking, question_weight)
     for st in states:
         for doc, ranks in st.warm.items():
-            if doc in cands and ranks.get("fused") is not None:
-                f = ranks["fused"]
+            if doc in cands and ranks.fused is not None:
+                f = ranks.fused
                 cands[doc].fused = f if cands[doc].fused is None else min(cands[doc].fused, f)
     for doc, c in cands.items():
         c.support = support.get(doc, 0.0)
@@ -84,18 +80,19 @@ def groups(cands: dict[str, Candidate]) -> list[list[Candidate]]:
 
 
 def order_tie(ctx, group: list[Candidate], cands: dict[str, Candidate]) -> tuple[list[Candidate], LlmCallRecord]:
-    view = [{"doc_id": c.doc_id, "corpus": c.corpus, "date": c.date,
-             "rationales": c.rationales[:4], "sub_questions": c.sub_questions,
-             "positions": c.positions, "fused": c.fused, "support": round(c.support, 5)}
-            for c in group]
-    messages = prompts.rerank_messages(ctx.question, view, OUTPUT_SCHEMAS["rerank"])
-    context = {"question": ctx.question, "candidates": view,
-               "accepted_dates": {c.doc_id: (c.corpus, c.date) for c in cands.values()}}
+    context = RerankContext(
+        question=ctx.question, candidates=[c.view() for c in group],
+        accepted=[BriefedDocument(doc_id=c.doc_id, corpus=c.corpus, date=c.date)
+                  for c in cands.values()])
+    messages = prompts.rerank_messages(ctx.question, context.candidates, OUTPUT_SCHEMAS["rerank"])
     value, record = recorded_call(ctx, "rerank", messages, context)
+    out: RerankOutput | None = value
     by_id = {c.doc_id: c for c in group}
     ordered: list[Candidate] = []
-    for doc in (value or {}).get("order", []):
-        if doc in by_id and by_id[doc] not in ordered:
+    for doc in (out.order if out is not None else []):
+        if doc not in by_id:
+            ctx.flags.add("unknown_document_in_output")  # an id it was not given: ignored
+        elif by_id[doc] not in ordered:
             ordered.append(by_id[doc])
     # a model that drops or invents ids cannot lose a document: the rest keep their order
     ordered += [c for c in group if c not in ordered]
@@ -115,10 +112,29 @@ def rank_accepted(ctx, cands: dict[str, Candidate]) -> tuple[list[Candidate], li
     return ranked, records
 
 
+def judged_confidence(states: list[AgentState]) -> dict[str, float]:
+    """Each document's best confidence over the latest verdict on each of its chunks (only
+    reviewers that give one, such as the learned judge, have any)."""
+    best: dict[str, float] = {}
+    for st in states:
+        verdicts = [v for pairs in st.accepted.values() for _, v in pairs]
+        verdicts += [v for _, v in st.held.values()] + list(st.rejected.values())
+        for v in verdicts:
+            if v.probability is not None:
+                best[v.doc_id] = max(best.get(v.doc_id, 0.0), v.probability)
+    return best
+
+
 def backfill(states: list[AgentState], taken: set[str], limit: int,
              question_ranking: list[str] | None = None, question_weight: float = 1.0) -> list[str]:
-    """Documents not accepted, by warm-start support over the sub-questions and, weighted,
-    the whole question's own warm-start ranking."""
+    """Documents not accepted. Those the reviewer judged with a confidence come first, by that
+    confidence (a held passage the judge found likely outranks one merely retrieved); then
+    the rest by warm-start support over the sub-questions and, weighted, the whole question's
+    own warm-start ranking. Without confidences (rules, most models) the order is support."""
     support = warm_support(states, question_ranking, question_weight)
-    rest = sorted((d for d in support if d not in taken), key=lambda d: (-support[d], d))
+    confidence = judged_confidence(states)
+    pool = set(support) | set(confidence)
+    rest = sorted((d for d in pool if d not in taken),
+                  key=lambda d: (d not in confidence, -confidence.get(d, 0.0),
+                                 -support.get(d, 0.0), d))
     return rest[:max(0, limit)]

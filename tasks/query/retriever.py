@@ -2,38 +2,46 @@
 
 Open once per (generation, principal) and call the channels: BM25, dense, date range, exact
 substring (chunk level), their document max-pools, the temporal channel, and the warm start
-that fuses them. The allowed set is computed at open time and applied *before* scoring in
+that fuses them. The allowed set (`authorize.allowed_set`: who and what fixed at open time,
+when — the validity interval at the query time — at each search) is applied *before* scoring in
 every channel; nothing outside it is ever scored, returned or fetched.
+
+Memory is bounded: the retriever holds the generation's compact row metadata (`view`) and the
+lexical index's term table; postings are read from disk per query term, vectors are searched
+inside LanceDB, and text is fetched only for the rows a channel returns.
 """
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 from schemas.embedding import EmbeddingSpaceMismatch
-from schemas.lineage import CHUNK_SCHEMA, conform
+from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable
 from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
-from tasks.query import bm25 as bm25_mod
 from tasks.query import dense as dense_mod
 from tasks.query.analysis import analyze, named_corpora, question_query
-from tasks.query.authorize import AllowedSet
+from tasks.query.authorize import allowed_set
 from tasks.query.fusion import balance, rrf
-from tasks.query.substring import normalize, occurrence_scores
+from tasks.query.indexing import has_dense_index, lexical_folder
+from tasks.query.lexical_index import PostingsIndex, build_index, chunk_digest
+from tasks.query.substring import candidate_rows, normalize, occurrence_counts
 from tasks.query.temporal import decay_scores
-from tasks.query.view import VIEW_COLUMNS, GenerationView, first_rows, max_pool, top_rows
-from tasks.store.location import Location
+from tasks.query.view import GenerationView, first_rows, max_pool, top_rows
+from tasks.store.location import Location, open_location
 
 log = logging.getLogger(__name__)
 
 
 QUERY_CACHE = 8192  # query vectors kept per embedding space
+FETCH_BATCH = 4096  # rows whose text one read fetches (substring verification)
 
 
 class NoServingGeneration(LookupError):
@@ -45,7 +53,11 @@ class Retriever:
                  lance_table, embed_queries: Callable[[list[str]], np.ndarray],
                  principal: Principal,
                  retrieval: RetrievalSettings, index_dir: Location | Path | None,
-                 excluded_doc_ids: Iterable[str] = (), as_of: datetime | None = None,
+                 excluded_doc_ids: Iterable[str] = (),
+                 dense_plan: dense_mod.DensePlan = dense_mod.DensePlan(),
+                 contract: IndexContract | None = None,
+                 index_settings: IndexSettings | None = None,
+                 index_flags: Iterable[str] = (), as_of: datetime | None = None,
                  route: str = "requested"):
         self.generation = generation
         self.route = route  # serving | canary | requested: how this generation was chosen
@@ -57,28 +69,37 @@ class Retriever:
         self._embed_queries = embed_queries
         # Query vectors depend only on the embedding space: shared by every retriever of it.
         self._qvecs = _QUERY_VECTORS.setdefault(space_id, OrderedDict())
-        self._index_dir = index_dir
+        self._index_dir = open_location(index_dir) if isinstance(index_dir, Path) else index_dir
+        self._contract = contract
+        self._index_settings = index_settings or IndexSettings()
+        self.dense_plan = dense_plan
+        # What the evidence package must say about how this generation was searched.
+        self.index_flags: list[str] = list(index_flags)
         # who (tenant, groups), what (tombstones) and when (validity at the query time)
-        self._access = AllowedSet(view.table, principal, excluded_doc_ids, as_of)
+        self._access = allowed_set(view, principal, excluded_doc_ids, as_of)
         self._first = first_rows(view)
-        self._bm25: bm25_mod.Bm25Index | None = None
-        self._folded: list[str] | None = None
+        self._lexical: PostingsIndex | None = None
+        # BM25 statistics of the allowed set, for the mask they were computed on (the mask moves
+        # when a validity bound passes, and a hidden chunk must not weigh on any score)
+        self._stats: tuple[np.ndarray, tuple[int, float]] | None = None
         self._lock = threading.Lock()  # lazy index loads happen once under concurrent queries
         log.info("retriever %s for %s: %d of %d chunks allowed", generation,
-                 principal.principal_id, int(self._allowed.sum()), len(view))
+                 principal.principal_id, self._access.count, len(view))
 
     @classmethod
     def open(cls, settings: MabillonSettings, principal: Principal, generation: str | None = None,
              excluded_doc_ids: Iterable[str] | None = None,
              as_of: str | datetime | None = None) -> "Retriever":
         """Open the generation routed to `principal` (a canary's, or the serving one), or
-        `generation`, as it stood at `as_of` (default: at each search).
+        `generation`, as it stood at `as_of` (default: at each search); an unreadable `as_of`
+        is refused (InvalidAsOf) before anything is read.
 
         `excluded_doc_ids` defaults to the tombstone list, which lives outside any generation
         and so applies to whichever one is opened (a rollback cannot resurrect a deletion).
 
         Refuses with EmbeddingSpaceMismatch when the configured query encoder is not the
-        encoder the generation's vectors were made with.
+        encoder the generation's vectors were made with, and with IndexUnavailable when an
+        index the generation records is missing and the settings refuse to serve without it.
         """
         from tasks.embedding import load_embedder
         from tasks.store.lance_store import open_generation_table
@@ -95,6 +116,9 @@ class Retriever:
             raise NoServingGeneration(f"no generation serves under {layout.manifests}; "
                                       "run `mabillon ingest` first")
         manifest = read_manifest(layout, gen)
+        from tasks.store.integrity import verify_once
+
+        verify_once(layout, gen)  # a torn or changed file refuses the generation, never serves
         # The encoder follows the generation (promotion and rollback switch both together);
         # an encoder configured explicitly must match it, or the query is refused below.
         chosen = settings.embedding
@@ -113,11 +137,13 @@ class Retriever:
             excluded_doc_ids = read_tombstones(layout).doc_ids
         table = open_generation_table(layout, gen)
         view = _load_view(str(layout.lance), gen, table)
+        plan, flags = _dense_plan(gen, table, manifest.indexes, settings.index)
         return cls(generation=gen, space_id=manifest.embedding_space.space_id, view=view,
                    lance_table=table, embed_queries=embedder.embed_queries,
                    principal=principal, retrieval=settings.retrieval,
-                   index_dir=layout.index_dir(gen), excluded_doc_ids=excluded_doc_ids, as_of=at,
-                   route=routed.route if routed else "requested")
+                   index_dir=layout.index_dir(gen), excluded_doc_ids=excluded_doc_ids,
+                   dense_plan=plan, contract=manifest.indexes, index_settings=settings.index,
+                   index_flags=flags, as_of=at, route=routed.route if routed else "requested")
 
     # shared ---------------------------------------------------------------------------------
     @property
@@ -126,11 +152,11 @@ class Retriever:
 
     @property
     def _allowed(self) -> np.ndarray:
-        return self._access.mask()
+        return self._access.mask
 
     @property
     def _where(self) -> str:
-        return self._access.where()
+        return self._access.where
 
     @property
     def as_of(self) -> datetime | None:
@@ -167,26 +193,56 @@ class Retriever:
                 self._remember(query, vec)
         return vec
 
-    def _index(self) -> bm25_mod.Bm25Index:
+    def lexical(self) -> PostingsIndex:
+        """The generation's lexical index for the configured analysis (opened once)."""
         with self._lock:
-            if self._bm25 is None:
-                v = self._view
-                self._bm25 = _cached_bm25(self.generation, self._index_dir, v,
-                                          self.params.stem, self.params.char_ngrams)
-        return self._bm25
+            if self._lexical is None:
+                self._lexical = _lexical_index(self, self.params.stem, self.params.char_ngrams)
+        return self._lexical
+
+    def _statistics(self, index: PostingsIndex, mask: np.ndarray) -> tuple[int, float]:
+        with self._lock:
+            if self._stats is None or self._stats[0] is not mask:
+                self._stats = (mask, index.statistics(mask))
+            return self._stats[1]
 
     def bm25_scores(self, query: str) -> np.ndarray:
         """BM25 of every row (0 outside the allowed set), statistics of the allowed set."""
         terms = analyze(query, stem=self.params.stem, ngrams=self.params.char_ngrams)
-        return self._index().scores(terms, self._allowed, self.params.bm25_k1, self.params.bm25_b)
+        index, mask = self.lexical(), self._allowed
+        return index.scores(terms, mask, self.params.bm25_k1, self.params.bm25_b,
+                            stats=self._statistics(index, mask))
 
     def _dense_rows(self, query: str, limit: int, mask: np.ndarray, corpus: str | None,
                     date_from: str | None, date_to: str | None) -> tuple[np.ndarray, np.ndarray]:
-        if not query.strip() or limit <= 0 or not mask.any():
+        if not query.strip() or limit <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        visible = int(mask.sum())
+        if visible == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         where = dense_mod.filter_clause(self._where, corpus, date_from, date_to)
-        ids, sims = dense_mod.search(self._lance, self.query_vector(query), where, limit)
-        rows = np.fromiter((self._view.row_of(c) for c in ids), dtype=np.int64, count=len(ids))
+        vector = self.query_vector(query)
+        try:
+            row_ids, sims = dense_mod.search(self._lance, vector, where, min(limit, visible),
+                                             self.dense_plan, visible)
+        except (OSError, RuntimeError, ValueError) as exc:
+            if not self.dense_plan.use_index(visible):
+                raise
+            # an index listed on the version but unreadable: exact search, flagged, or refusal
+            message = f"generation {self.generation}: its vector index cannot be read ({exc})"
+            if self._index_settings.on_missing == "error":
+                raise IndexUnavailable(message + "; republish the generation, or set "
+                                       "MABILLON_INDEX__ON_MISSING=exact") from exc
+            log.error("%s; serving by exact search", message)
+            self.dense_plan = dense_mod.DensePlan()
+            self.index_flags.append("dense_index_unreadable_exact_search")
+            try:
+                row_ids, sims = dense_mod.search(self._lance, vector, where, min(limit, visible),
+                                                 self.dense_plan, visible)
+            except (OSError, RuntimeError, ValueError) as again:  # the table itself is damaged
+                raise IndexUnavailable(f"generation {self.generation}: dense search fails even "
+                                       f"without its vector index ({again}); republish it") from again
+        rows = self._view.rows_of_row_ids(row_ids)
         keep = mask[rows]  # the prefilter already did this; a row outside it is a bug, not data
         if not keep.all():
             log.error("dense search returned %d rows outside the allowed set; dropped",
@@ -218,12 +274,22 @@ class Retriever:
         return v.chunk_hits(rows[order], scores[order])
 
     def substring_chunks(self, text: str, k: int = 50, corpus: str | None = None) -> list[ChunkHit]:
-        """Chunks containing `text` (case, accents and spacing ignored), most occurrences first."""
-        with self._lock:
-            if self._folded is None:
-                self._folded = [normalize(t) for t in self._view.texts]
+        """Chunks containing `text` (case, accents and spacing ignored), most occurrences first.
+
+        Candidate rows come from the folded word tokens of the lexical index; only their texts
+        are read (in batches) and counted, so no folded copy of the generation is kept."""
+        needle = normalize(text)
+        if not needle:
+            return []
         mask = self._view.filter_mask(self._allowed, corpus)
-        rows, scores = top_rows(occurrence_scores(self._folded, text, mask), mask, k)
+        cand = candidate_rows(needle, self.lexical().rows_with_token)
+        rows = np.flatnonzero(mask) if cand is None else cand[mask[cand]].astype(np.int64)
+        counts = np.zeros(len(self._view), np.float32)
+        for start in range(0, rows.size, FETCH_BATCH):
+            batch = rows[start:start + FETCH_BATCH]
+            texts = self._view.fetch(batch, ["text"]).column("text").to_pylist()
+            counts[batch] = occurrence_counts(texts, needle)
+        rows, scores = top_rows(counts, mask, k)
         return self._view.chunk_hits(rows, scores)
 
     # document channels ----------------------------------------------------------------------
@@ -289,7 +355,7 @@ class Retriever:
         if row is None or not self._allowed[row]:
             raise KeyError(f"no chunk {chunk_id!r} visible to {self.principal.principal_id} "
                            f"in generation {self.generation}")
-        return self._view.chunk_hit(row, 0.0, 1)
+        return self._view.chunk_hits(np.array([row]), np.zeros(1, np.float32))[0]
 
     def corpora(self) -> list[str]:
         return self._view.corpora(self._allowed)
@@ -297,35 +363,88 @@ class Retriever:
 
 # Process-wide caches keyed by generation: a view and an index are the same for every principal
 # (the allowed set is applied at query time), and a generation never changes once published.
-_VIEWS: dict[tuple[str, str], GenerationView] = {}
+_VIEWS: dict[tuple[str, str, int], GenerationView] = {}
 _QUERY_VECTORS: dict[str, OrderedDict[str, np.ndarray]] = {}
 _QUERY_LOCK = threading.Lock()
-_INDEXES: dict[tuple[str, str, str, bool, int], bm25_mod.Bm25Index] = {}
+_LEXICAL: dict[tuple[str, str], PostingsIndex] = {}
+_SCRATCH: dict[tuple[str, str], tempfile.TemporaryDirectory] = {}  # indexes of views without a home
 
 
 def _load_view(lance_path: str, generation: str, table) -> GenerationView:
-    key = (generation, lance_path)
+    # keyed by version too: a purge rewrites a generation and moves its tag to a new version
+    key = (generation, lance_path, table.version)
     if key not in _VIEWS:
-        stored = [c for c in VIEW_COLUMNS if c in table.schema.names]  # older generations lack some
-        arrow = table.search().select(stored).limit(table.count_rows()).to_arrow()
-        _VIEWS[key] = GenerationView.from_table(conform(arrow, CHUNK_SCHEMA))
+        _VIEWS[key] = GenerationView.from_lance(table)
     return _VIEWS[key]
 
 
-def _cached_bm25(generation: str, index_dir: Location | Path | None, view: GenerationView, stem: bool,
-                 ngrams: int) -> bm25_mod.Bm25Index:
-    ids = list(view.chunk_ids)
-    if index_dir is None:
-        return bm25_mod.Bm25Index.build(view.texts, ids, stem, ngrams)
-    key = (generation, str(index_dir), bm25_mod.digest_ids(ids), stem, ngrams)
-    if key not in _INDEXES:
-        _INDEXES[key] = bm25_mod.load_or_build(index_dir, view.texts, ids, stem, ngrams)
-    return _INDEXES[key]
+def _dense_plan(generation: str, table, contract: IndexContract | None,
+                settings: IndexSettings) -> tuple[dense_mod.DensePlan, list[str]]:
+    """Search as the manifest records: the ANN index when the generation has one (and it is
+    really on the version), exact search otherwise."""
+    if contract is None or contract.dense.search != "ann":
+        return dense_mod.DensePlan(), []
+    if has_dense_index(table, contract.dense):
+        return dense_mod.DensePlan(ann=True, nprobes=settings.nprobes,
+                                   refine_factor=settings.refine_factor,
+                                   exact_below_allowed=settings.exact_below_allowed), []
+    message = (f"generation {generation}: its {contract.dense.algorithm} vector index "
+               f"{contract.dense.name!r} is missing from the Lance version")
+    if settings.on_missing == "error":
+        raise IndexUnavailable(message + "; republish the generation, or set "
+                               "MABILLON_INDEX__ON_MISSING=exact to serve it by exact search")
+    log.error("%s; serving by exact search", message)
+    return dense_mod.DensePlan(), ["dense_index_missing_exact_search"]
+
+
+def _texts(view: GenerationView) -> Iterator[str]:
+    for start in range(0, len(view), 50_000):
+        rows = np.arange(start, min(start + 50_000, len(view)))
+        yield from view.fetch(rows, ["text"]).column("text").to_pylist()
+
+
+def _lexical_index(r: "Retriever", stem: bool, ngrams: int) -> PostingsIndex:
+    """Open the generation's index for this analysis; build it where the generation records
+    none for it (published before the index contract, or another analysis); a recorded one
+    that is missing or unreadable is rebuilt from the generation's texts (flagged) or refused."""
+    view = r.view
+    digest = chunk_digest(view.chunk_ids)
+    if r._index_dir is None:  # a view without a warehouse (tests, tools): a scratch folder
+        key = (r.generation, f"{digest}-{stem}-{ngrams}")
+        if key not in _LEXICAL:
+            _SCRATCH[key] = tempfile.TemporaryDirectory(prefix="mabillon-lexical-")
+            folder = open_location(_SCRATCH[key].name)
+            build_index(folder, _texts(view), view.chunk_ids, stem, ngrams)
+            _LEXICAL[key] = PostingsIndex.open(folder)
+        return _LEXICAL[key]
+    folder = lexical_folder(r._index_dir, stem, ngrams)
+    key = (r.generation, folder.uri)
+    if key in _LEXICAL and _LEXICAL[key].chunk_digest == digest:
+        return _LEXICAL[key]
+    recorded = r._contract.lexical if r._contract else None
+    recorded = recorded if recorded and recorded.path == folder.name else None
+    try:
+        index = PostingsIndex.open(folder)
+        if index.chunk_digest != digest:
+            raise ValueError(f"it indexes other rows (digest {index.chunk_digest}, "
+                             f"generation {digest})")
+    except (FileNotFoundError, OSError, ValueError, KeyError) as exc:
+        if recorded is not None:
+            message = f"generation {r.generation}: lexical index {folder} is missing or unreadable ({exc})"
+            if r._index_settings.on_missing == "error":
+                raise IndexUnavailable(message + "; republish the generation, or set "
+                                       "MABILLON_INDEX__ON_MISSING=exact to rebuild it") from exc
+            log.error("%s; rebuilding it from the generation's texts", message)
+            r.index_flags.append("lexical_index_rebuilt")
+        build_index(folder, _texts(view), view.chunk_ids, stem, ngrams)
+        index = PostingsIndex.open(folder)
+    _LEXICAL[key] = index
+    return index
 
 
 def drop_caches(generation: str | None = None) -> None:
     """Forget in-process views and indexes (of one generation, or all). Deleting a generation's
     index directory drops the on-disk copy; this drops the in-memory one."""
-    for cache in (_VIEWS, _INDEXES):
+    for cache in (_VIEWS, _LEXICAL, _SCRATCH):
         for key in [k for k in cache if generation is None or k[0] == generation]:
             del cache[key]

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from datetime import date, timedelta
 from typing import Any, Protocol
 
+from schemas.query import WarmRanks
 from schemas.retrieval import ChunkHit, DocHit, FusedHit
 
 TOOLS = ("bm25", "dense", "date_range", "substring")
@@ -53,18 +54,22 @@ class Hit:
     char_start: int = 0
     char_end: int = 0
     widened: bool = False  # came only from the silent ±days widening of a date search
-    warm: dict[str, int | None] | None = None  # warm-start ranks of its document
+    warm: WarmRanks | None = None  # warm-start ranks of its document
+    ordinal: int | None = None  # position of the chunk in its document
+    doc_chunks: int | None = None  # chunks in its document
 
     @classmethod
     def of(cls, h: ChunkHit, tool: str, **extra: Any) -> "Hit":
         return cls(chunk_id=h.chunk_id, doc_id=h.doc_id, corpus=h.corpus, date=h.date,
                    text=h.text, tool=tool, rank=h.rank, score=float(h.score),
-                   page_start=h.page_start, char_start=h.char_start, char_end=h.char_end, **extra)
+                   page_start=h.page_start, char_start=h.char_start, char_end=h.char_end,
+                   ordinal=h.ordinal, doc_chunks=h.doc_chunks, **extra)
 
     def summary(self) -> dict[str, Any]:
         """What the record keeps of a hit (texts stay in the generation)."""
         d = asdict(self)
         d.pop("text")
+        d["warm"] = self.warm.model_dump() if self.warm is not None else None
         return d
 
 

@@ -66,8 +66,10 @@ class ValidityWindow:
     nearest bound on either side of that time."""
 
     def __init__(self, starts: np.ndarray, ends: np.ndarray):
-        self.starts, self.ends = starts, ends
         self.bounded = bool((starts != _OPEN_LOW).any() or (ends != _OPEN_HIGH).any())
+        if not self.bounded:  # every row always valid: keep no per-row arrays
+            starts, ends = starts[:0], ends[:0]
+        self.starts, self.ends = starts, ends
         # every bound, sorted: between two consecutive ones the mask cannot change
         self._edges = np.unique(np.concatenate([starts[starts != _OPEN_LOW], ends[ends != _OPEN_HIGH]]))
         self._cached: tuple[int, int, np.ndarray] | None = None

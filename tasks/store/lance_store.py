@@ -4,6 +4,8 @@ Serving reads check out the tag, so versions written by an unfinished run are ne
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import lancedb
 import pyarrow as pa
 
@@ -15,10 +17,18 @@ def connect(layout: StoreLayout) -> lancedb.DBConnection:
     return lancedb.connect(layout.lance.uri, storage_options=layout.lance.options or None)
 
 
-def write_generation_table(layout: StoreLayout, generation: str, table: pa.Table) -> int:
-    """Write the full chunk table of a generation as a new version and tag it."""
+Prepare = Callable[[object], None]  # builds indexes on a fresh version before it is tagged
+
+
+def write_generation_table(layout: StoreLayout, generation: str, table: pa.Table,
+                           prepare: Prepare | None = None) -> int:
+    """Write the full chunk table of a generation as a new version, let `prepare` index it
+    (each index is one more version), and tag the last one: the tag names the data with its
+    indexes, so rollback serves a generation with its own."""
     db = connect(layout)
     lt = db.create_table(CHUNKS_TABLE, table, mode="overwrite")
+    if prepare is not None:
+        prepare(lt)
     version = lt.version
     tags = lt.tags.list()
     if generation in tags:  # left by a run killed after tagging; that version was never served
@@ -41,11 +51,13 @@ def tagged_generations(layout: StoreLayout) -> list[str]:
     return list(db.open_table(CHUNKS_TABLE).tags.list())
 
 
-def rewrite_generation_table(layout: StoreLayout, generation: str, keep) -> tuple[int, int]:
-    """Rewrite a generation's rows through `keep(table) -> table`, and move its tag to the result.
+def rewrite_generation_table(layout: StoreLayout, generation: str, keep,
+                             prepare: Callable[[object, pa.Table], None] | None = None) -> tuple[int, int]:
+    """Rewrite a generation's rows through `keep(table) -> table`, index the result again with
+    `prepare(lance_table, rows)`, and move the generation's tag to it.
 
-    Returns (rows before, rows after). The old version is only unreferenced afterwards;
-    `prune_untagged_versions` removes it from disk.
+    Returns (rows before, rows after). The old version (and its indexes) is only unreferenced
+    afterwards; `prune_untagged_versions` removes it from disk.
     """
     db = connect(layout)
     lt = db.open_table(CHUNKS_TABLE)
@@ -55,6 +67,8 @@ def rewrite_generation_table(layout: StoreLayout, generation: str, keep) -> tupl
     if after.num_rows == before.num_rows:
         return before.num_rows, after.num_rows
     new = db.create_table(CHUNKS_TABLE, after, mode="overwrite")
+    if prepare is not None:
+        prepare(new, after)
     new.tags.update(generation, new.version)
     return before.num_rows, after.num_rows
 

@@ -1,9 +1,13 @@
 """Parquet lineage snapshots: one folder per generation, one file per lineage table."""
 from __future__ import annotations
 
+import hashlib
+
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from schemas.generation import DiffSummary, SourceDiff
 from schemas.lineage import (CHUNK_SCHEMA, ELEMENT_SCHEMA, PAGE_SCHEMA, REVISION_SCHEMA, SOURCE_SCHEMA,
                              VECTOR_LINEAGE_SCHEMA, conform)
 from tasks.store.layout import StoreLayout
@@ -35,6 +39,15 @@ def read_lineage_table(layout: StoreLayout, generation: str, name: str,
     return conform(table, wanted).select([c for c in columns if c in stored or c in schema.names])
 
 
+def read_revision_rows(layout: StoreLayout, generation: str, name: str, revision_id: str,
+                       columns: list[str] | None = None) -> pa.Table:
+    """The rows of one lineage table that belong to one revision (pages, elements, chunks)."""
+    if name not in LINEAGE_TABLES:
+        raise KeyError(name)
+    return (layout.lineage_dir(generation) / f"{name}.parquet").read_parquet(
+        columns, filters=[("revision_id", "=", revision_id)])
+
+
 def has_lineage(layout: StoreLayout, generation: str) -> bool:
     """A snapshot is whole once its last table is written (they are written in order)."""
     return (layout.lineage_dir(generation) / f"{LINEAGE_TABLES[-1]}.parquet").exists()
@@ -42,3 +55,40 @@ def has_lineage(layout: StoreLayout, generation: str) -> bool:
 
 def lineage_generations(layout: StoreLayout) -> list[str]:
     return [loc.name for loc in layout.lineage_root.subfolders()]
+
+
+DIFF_FILE = "source_diff.parquet"  # beside the lineage: the manifest keeps counts and a digest
+CHANGES = ("added", "changed", "removed", "unchanged")
+
+
+def write_source_diff(layout: StoreLayout, generation: str, diff: SourceDiff) -> DiffSummary:
+    """One row per source (change, source_id), sorted; returns what the manifest records."""
+    rows = sorted((change, sid) for change in CHANGES for sid in getattr(diff, change))
+    table = pa.table({"change": pa.array([r[0] for r in rows], pa.string()),
+                      "source_id": pa.array([r[1] for r in rows], pa.string())})
+    (layout.lineage_dir(generation) / DIFF_FILE).write_parquet(table)
+    h = hashlib.sha256()
+    for change, sid in rows:
+        h.update(f"{change}\t{sid}\n".encode())
+    return DiffSummary(**{c: len(getattr(diff, c)) for c in CHANGES}, digest=h.hexdigest()[:16])
+
+
+def read_source_diff(layout: StoreLayout, generation: str) -> SourceDiff:
+    location = layout.lineage_dir(generation) / DIFF_FILE
+    if not location.exists():
+        return SourceDiff()
+    table = location.read_parquet()
+    out = {c: [] for c in CHANGES}
+    for change, sid in zip(table["change"].to_pylist(), table["source_id"].to_pylist()):
+        out[change].append(sid)
+    return SourceDiff(**out)
+
+
+def drop_from_source_diff(layout: StoreLayout, generation: str, source_ids: set[str]) -> None:
+    """Purge: the diff must not keep the ids of physically removed sources either."""
+    location = layout.lineage_dir(generation) / DIFF_FILE
+    if not location.exists() or not source_ids:
+        return
+    table = location.read_parquet()
+    hit = pc.is_in(table["source_id"], value_set=pa.array(sorted(source_ids), pa.string()))
+    location.write_parquet(table.filter(pc.invert(hit)))

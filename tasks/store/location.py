@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,8 +107,9 @@ class Location:
             raise ValueError(f"{self.uri} is not below {root.uri}")
         return self.path[len(prefix):]
 
-    def read_parquet(self, columns: list[str] | None = None) -> pa.Table:
-        return pq.read_table(self.path, filesystem=self.fs, columns=columns)
+    def read_parquet(self, columns: list[str] | None = None, filters=None) -> pa.Table:
+        """The table, or only the rows matching pyarrow `filters` (row groups skipped by statistics)."""
+        return pq.read_table(self.path, filesystem=self.fs, columns=columns, filters=filters)
 
     def children(self) -> list["Location"]:
         """Immediate entries (files and folders), by name; none when the folder is absent."""
@@ -132,6 +134,32 @@ class Location:
             return
         with self.fs.open_output_stream(self.path) as fh:
             fh.write(data)
+
+    def write_chunks(self, chunks: Iterable[bytes]) -> int:
+        """Write an object too large to hold whole, piece by piece; still all or nothing (a
+        temporary file renamed into place locally, one multipart upload on S3). Returns bytes."""
+        written = 0
+        if self.is_local:
+            path = self.local_path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            try:
+                with open(tmp, "wb") as fh:
+                    for piece in chunks:
+                        fh.write(piece)
+                        written += len(piece)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            return written
+        with self.fs.open_output_stream(self.path) as fh:
+            for piece in chunks:
+                fh.write(piece)
+                written += len(piece)
+        return written
 
     def write_text(self, text: str) -> None:
         self.write_bytes(text.encode("utf-8"))

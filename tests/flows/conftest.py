@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flows.serve import stop_group  # noqa: F401  (the tests stop what they start with it)
 from tests.conftest import SAMPLE_RECORDS, write_records
 from tests.s3 import S3Bucket
 
@@ -34,15 +34,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def stop_group(process: subprocess.Popen, timeout_s: float = 20) -> None:
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout_s)
+READING_ROOM_PORT = free_port()  # the reading room `mabillon serve` starts beside the deployments
 
 
 @pytest.fixture(scope="session")
@@ -95,7 +87,7 @@ def serving(prefect_server, served_home, served_bucket, drop_folder):
     env = served_env(prefect_server, served_bucket)
     process = subprocess.Popen(
         [str(MABILLON), "serve", "--home", str(served_home), "--drop-folder", str(drop_folder),
-         "--ingest-cron", INGEST_CRON],
+         "--ingest-cron", INGEST_CRON, "--reading-room-port", str(READING_ROOM_PORT)],
         cwd=served_home.parent,  # flow runs must not depend on the serving directory
         env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True)

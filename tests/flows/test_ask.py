@@ -44,14 +44,15 @@ def assert_resolves(home: Path, package) -> None:
 
 def test_ask_flow_answers_with_a_resolvable_evidence_package(served_home):
     package = ask(params=AskParams(question=QUESTION), settings=settings_for(served_home))
-    assert package.provider == "rules" and package.generation == "g0001"
+    assert package.provider == "learned" and package.generation == "g0001"
     ids = [d.doc_id for d in package.documents]
     assert set(ids[:3]) >= {"jo-1887-03-02", "gaulois-1887-03-03"}
     assert package.accepted and package.documents[0].status == "accepted"
     assert package.documents[0].rationales and package.documents[0].evidence
     assert_resolves(served_home, package)
     record = read_record(Path(package.record))
-    assert record.generation == "g0001" and record.provider == "rules"
+    assert record.generation == "g0001" and record.provider == "learned"
+    assert record.judge.digest.startswith("sha256:")
     assert record.space_id == package.space_id and record.steps and record.plan_calls
     assert all(s.prompt_digest.startswith("sha256:") for s in record.steps if s.prompt_digest)
 

@@ -195,7 +195,9 @@ def test_serve_without_an_api_url_starts_its_own_server_and_stops_it(tmp_path: P
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:  # a file, not an unread pipe that could fill and block it
-        serve = subprocess.Popen([str(MABILLON), "serve", "--home", str(served_home), "--port", str(port)],
+        room_port = free_port()
+        serve = subprocess.Popen([str(MABILLON), "serve", "--home", str(served_home), "--port", str(port),
+                                  "--reading-room-port", str(room_port)],
                                  env=env, stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -212,5 +214,7 @@ def test_serve_without_an_api_url_starts_its_own_server_and_stops_it(tmp_path: P
         print(f"serve stopped {time.monotonic() - stopping:.1f} s after SIGTERM")
         with pytest.raises(httpx.TransportError):
             httpx.get(f"{api_url}/health", timeout=2)
+        with pytest.raises(httpx.TransportError):  # the reading room it started stopped with it
+            httpx.get(f"http://127.0.0.1:{room_port}/healthz", timeout=2)
     finally:
         stop_group(serve)

@@ -84,7 +84,7 @@ def test_a_generation_is_published_to_and_served_from_s3(tmp_path: Path, home: P
 
     retriever = Retriever.open(settings, PUBLIC)
     assert retriever.warm_start("débat sur les blés renvoyé à jeudi", k=3)[0].doc_id.startswith(("jo-", "gaulois-"))
-    assert any(k.startswith("warehouse/indexes/g0001/bm25-") for k in s3_bucket.keys("warehouse/indexes/"))
+    assert any(k.startswith("warehouse/indexes/g0001/lexical-") for k in s3_bucket.keys("warehouse/indexes/"))
 
     layout = StoreLayout.from_settings(settings)
     lineage = document_lineage(layout, "g0001", "jo-1887-03-02")
@@ -177,5 +177,5 @@ def test_served_deployments_work_on_the_s3_warehouse(served_home: Path, served_b
     assert ask_run.state.is_completed(), ask_run.state.message
     keys = served_bucket.keys("warehouse/")
     assert any(k.startswith("warehouse/lance/chunks.lance/_refs/tags/g0001") for k in keys)
-    assert any(k.startswith("warehouse/indexes/g0001/bm25-") for k in keys)  # built by the ask run
+    assert any(k.startswith("warehouse/indexes/g0001/lexical-") for k in keys)  # built by the ask run
     assert not (served_home / "warehouse").exists()

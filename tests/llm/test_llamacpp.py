@@ -6,14 +6,17 @@ itself until the token limit), so this checks the provider's mechanics: the sche
 the sampler as a grammar, and tokens are counted."""
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
+from pydantic import BaseModel
 
 from tasks.llm.base import Ledger, LlmRequest, call_validated
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
-YES_NO = {"type": "object", "properties": {"answer": {"enum": ["oui", "non"]}},
-          "required": ["answer"], "additionalProperties": False}
+class YesNo(BaseModel):
+    answer: Literal["oui", "non"]
 
 
 def test_local_gguf_answers_inside_the_schema():
@@ -22,8 +25,8 @@ def test_local_gguf_answers_inside_the_schema():
     provider = LlamaCppProvider(n_ctx=1024, max_output_tokens=32)
     request = LlmRequest("check", [{"role": "user", "content":
                                     "M. Floquet préside-t-il la Chambre en 1887 ? oui ou non."}],
-                         YES_NO)
+                         output=YesNo)
     ledger = Ledger()
     result = call_validated(provider, request, ledger, max_retries=0)
-    assert result.value["answer"] in ("oui", "non")
+    assert result.value.answer in ("oui", "non")
     assert ledger.tokens_in > 0 and ledger.tokens_out > 0 and provider.name == "llamacpp"

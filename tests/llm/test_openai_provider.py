@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from schemas.query import RERANK_SCHEMA
+from schemas.query import OUTPUT_SCHEMAS, RerankOutput
 from tasks.llm.base import BudgetExhausted, InvalidOutput, Ledger, LlmRequest, ProviderError, \
     call_validated
 from tasks.llm.openai_http import OpenAIProvider
 from tests.llm.chat_server import ChatServer, fail, ok
 
-REQ = LlmRequest("rerank", [{"role": "user", "content": "order a, b"}], RERANK_SCHEMA)
+REQ = LlmRequest("rerank", [{"role": "user", "content": "order a, b"}])
 GOOD = json.dumps({"order": ["b", "a"]})
 
 
@@ -23,7 +23,7 @@ def test_validated_object_tokens_and_request_shape():
     with ChatServer([ok(GOOD)]) as srv:
         ledger = Ledger()
         result = call_validated(provider(srv.url), REQ, ledger)
-    assert result.value == {"order": ["b", "a"]}
+    assert result.value == RerankOutput(order=["b", "a"])
     assert (ledger.calls, ledger.tokens_in, ledger.tokens_out) == (1, 11, 7)
     body = srv.requests[0]
     assert body["model"] == "test-model" and body["messages"] == REQ.messages
@@ -34,13 +34,13 @@ def test_validated_object_tokens_and_request_shape():
 def test_json_schema_response_format_sends_the_schema():
     with ChatServer([ok(GOOD)]) as srv:
         call_validated(provider(srv.url, response_format="json_schema"), REQ, Ledger())
-    assert srv.requests[0]["response_format"]["json_schema"]["schema"] == RERANK_SCHEMA
+    assert srv.requests[0]["response_format"]["json_schema"]["schema"] == OUTPUT_SCHEMAS["rerank"] == RerankOutput.model_json_schema()
 
 
 def test_server_errors_are_retried_with_backoff():
     with ChatServer([fail(503), fail(429, headers={"Retry-After": "0"}), ok(GOOD)]) as srv:
         result = call_validated(provider(srv.url), REQ, Ledger())
-    assert result.value["order"] == ["b", "a"] and len(srv.requests) == 3
+    assert result.value.order == ["b", "a"] and len(srv.requests) == 3
 
 
 def test_client_error_is_not_retried():
@@ -60,7 +60,7 @@ def test_timeouts_exhaust_the_retries():
 def test_invalid_output_is_re_asked_with_the_error():
     with ChatServer([ok("```json\n{\"order\": []}\n```"), ok(GOOD)]) as srv:
         result = call_validated(provider(srv.url), REQ, Ledger(), max_retries=1)
-    assert result.attempts == 2 and result.value["order"] == ["b", "a"]
+    assert result.attempts == 2 and result.value.order == ["b", "a"]
     reask = srv.requests[1]["messages"]
     assert reask[-2] == {"role": "assistant", "content": "```json\n{\"order\": []}\n```"}
     assert "invalid" in reask[-1]["content"] and "order" in reask[-1]["content"]

@@ -1,4 +1,4 @@
-"""Which provider the settings select; rules is the offline default."""
+"""Which provider the settings select; the learned judge is the offline default."""
 from __future__ import annotations
 
 import pytest
@@ -7,9 +7,10 @@ from schemas.settings import LlmSettings
 from tasks.llm.registry import make_provider, provider_name
 
 
-def test_rules_is_the_default_without_an_endpoint():
-    assert provider_name(LlmSettings()) == "rules"
-    assert make_provider(LlmSettings()).name == "rules"
+def test_the_learned_judge_is_the_default_without_an_endpoint_and_rules_stays():
+    assert provider_name(LlmSettings()) == "learned"
+    assert make_provider(LlmSettings()).name == "learned"
+    assert make_provider(LlmSettings(), "rules").name == "rules"
 
 
 def test_an_endpoint_selects_openai_and_an_override_wins():

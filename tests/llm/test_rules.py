@@ -3,18 +3,26 @@ from __future__ import annotations
 
 import json
 
-from schemas.query import OUTPUT_SCHEMAS
+import pytest
+
+from schemas.query import PURPOSES, Memory
 from tasks.llm import cues
 from tasks.llm.base import Ledger, LlmRequest, call_validated
 from tasks.llm.rules import RulesProvider
 
 CORPORA = ["journal_officiel", "l_intransigeant", "le_gaulois"]
+STEP = {"question": "q", "briefings": [], "searches": [], "accepted": [], "budget_left": 6,
+        "corpora": CORPORA, "memory": Memory.empty().model_dump()}
 
 
 def ask(purpose, context):
-    req = LlmRequest(purpose, [{"role": "user", "content": "(rendered prompt)"}],
-                     OUTPUT_SCHEMAS[purpose], context)
-    return call_validated(RulesProvider(), req, Ledger()).value  # schema-valid by construction
+    """The policy's answer (a validated output model, dumped for the asserts below) to a
+    context given as JSON, which the purpose's context model parses first."""
+    typed = PURPOSES[purpose].context.model_validate(context)
+    req = LlmRequest(purpose, [{"role": "user", "content": "(rendered prompt)"}], typed)
+    out = call_validated(RulesProvider(), req, Ledger()).value  # schema-valid by construction
+    assert isinstance(out, PURPOSES[purpose].output)
+    return out.model_dump()
 
 
 def plan(question, cap=4, corpora=CORPORA):
@@ -76,7 +84,7 @@ def hit(cid, text, date="1887-01-20", fused=None, rank=5, tool="bm25"):
 
 
 def test_review_accepts_the_best_passage_only_and_names_what_matched():
-    out = ask("review", {"sub_question": SQ, "briefings": [JO_BRIEF], "accepted": [], "hits": [
+    out = ask("review", STEP | {"sub_question": SQ, "briefings": [JO_BRIEF], "accepted": [], "hits": [
         hit("a#0", "M. Flo- quet monte au fauteuil", date="1887-01-14", fused=2),
         hit("b#0", "Le cours des blés à la Bourse", date="1887-03-02"),
         hit("c#0", "M. Floquet préside", date="1887-03-02", fused=1)]})
@@ -87,57 +95,61 @@ def test_review_accepts_the_best_passage_only_and_names_what_matched():
 
 
 def test_review_accepts_nothing_more_once_the_sub_question_has_its_document():
-    out = ask("review", {"sub_question": SQ, "briefings": [JO_BRIEF],
+    out = ask("review", STEP | {"sub_question": SQ, "briefings": [JO_BRIEF],
                          "accepted": [{"doc_id": "x", "corpus": "le_gaulois", "date": None}],
                          "hits": [hit("a#0", "M. Floquet", date="1887-01-14", fused=1)]})
     assert out["args"]["verdicts"][0]["verdict"] == "hold"
 
 
 def test_review_holds_a_lone_entity_match():
-    out = ask("review", {"sub_question": SQ, "briefings": [], "accepted": [],
+    out = ask("review", STEP | {"sub_question": SQ, "briefings": [], "accepted": [],
                          "hits": [hit("c#0", "M. Floquet parle", date="1887-05-01")]})
     assert out["args"]["verdicts"][0]["verdict"] == "hold"
 
 
 def test_briefing_dates_steer_the_next_press_search():
-    brief = ask("briefing", {"sub_question": {**SQ, "target_corpus": "journal_officiel"},
+    brief = ask("briefing", {"question": "q", "memory": STEP["memory"],
+                             "sub_question": {**SQ, "target_corpus": "journal_officiel"},
                              "accepted": [{"doc_id": "jo", "corpus": "journal_officiel",
-                                           "date": "1887-01-13", "rationale": "r",
+                                           "date": "1887-01-13", "rationale": "r", "tool": "warm",
+                                           "rank": 1, "chunk_id": "jo#0",
                                            "text": "M. Floquet. M. Pierre Blanc. M. Pierre Blanc."}]})
     assert brief["dates"] == ["1887-01-13"] and "Pierre Blanc" in brief["entities"]
     assert "1887-01-15" in brief["search_hints"][0]
     brief["documents"] = [{"doc_id": "jo", "corpus": "journal_officiel", "date": "1887-01-13"}]
-    step = ask("search", {"sub_question": SQ, "briefings": [brief], "searches": [],
-                          "accepted": [], "budget_left": 6})
+    step = ask("search", STEP | {"sub_question": SQ, "briefings": [brief]})
     assert step["action"] == "date_range"  # the press reports the sitting one or two days on
     assert (step["args"]["date_from"], step["args"]["date_to"]) == ("1887-01-14", "1887-01-15")
     assert step["args"]["corpus"] == "le_gaulois"
 
 
 def test_search_runs_each_tool_once_then_finishes():
-    ctx = {"sub_question": SQ, "briefings": [], "searches": [], "accepted": [], "budget_left": 9}
+    ctx = STEP | {"sub_question": SQ, "searches": [], "budget_left": 9}
     tools = []
     for _ in range(5):
         step = ask("search", ctx)
         tools.append(step["action"])
-        ctx["searches"].append({"tool": step["action"], "args": step["args"]})
+        ctx["searches"] = [*ctx["searches"], {"tool": step["action"], "args": step["args"]}]
     assert tools == ["substring", "dense", "finish", "finish", "finish"]
     assert ask("search", ctx | {"searches": [], "budget_left": 1})["action"] == "finish"
 
 
 def test_replan_retries_over_all_corpora_only_within_the_cap():
     done = [{"text": "q", "target_corpus": "le_gaulois", "entities": [], "accepted": 0}]
-    out = ask("replan", {"done": done, "remaining": [], "max_sub_questions": 2})
+    base = {"question": "q", "briefings": [], "corpora": CORPORA, "done": done, "remaining": []}
+    out = ask("replan", base | {"max_sub_questions": 2})
     assert [s["target_corpus"] for s in out["sub_questions"]] == [None]
-    assert ask("replan", {"done": done, "remaining": [], "max_sub_questions": 1})["sub_questions"] == []
+    assert ask("replan", base | {"max_sub_questions": 1})["sub_questions"] == []
 
 
 def test_rerank_orders_a_tie_by_warm_start_support_then_date_fit():
+    tie = {"rationales": [], "sub_questions": [0], "positions": [1], "fused": 1}
     cands = [{"doc_id": "jo", "corpus": "journal_officiel", "date": "1887-01-13", "support": 0.03},
              {"doc_id": "gau", "corpus": "le_gaulois", "date": "1887-03-01", "support": 0.02},
              {"doc_id": "int", "corpus": "l_intransigeant", "date": "1887-01-15", "support": 0.02}]
-    dates = {c["doc_id"]: (c["corpus"], c["date"]) for c in cands}
-    order = ask("rerank", {"candidates": cands, "accepted_dates": dates})["order"]
+    accepted = [{k: c[k] for k in ("doc_id", "corpus", "date")} for c in cands]
+    order = ask("rerank", {"question": "q", "candidates": [tie | c for c in cands],
+                           "accepted": accepted})["order"]
     assert order == ["jo", "int", "gau"]  # int reports the 01-13 sitting two days later
 
 
@@ -150,6 +162,11 @@ def test_date_affinity_follows_how_papers_report_sittings():
 
 
 def test_rules_output_is_json_text_like_a_model():
-    req = LlmRequest("plan", [], OUTPUT_SCHEMAS["plan"],
-                     {"question": "M. Ribot à la Chambre", "corpora": CORPORA})
-    assert json.loads(RulesProvider().complete(req).text)["sub_questions"]
+    ctx = PURPOSES["plan"].context(question="M. Ribot à la Chambre", corpora=CORPORA,
+                                   max_sub_questions=4)
+    assert json.loads(RulesProvider().complete(LlmRequest("plan", [], ctx)).text)["sub_questions"]
+
+
+def test_rules_refuses_a_call_without_its_typed_context():
+    with pytest.raises(ValueError, match="typed context"):
+        RulesProvider().complete(LlmRequest("plan", []))

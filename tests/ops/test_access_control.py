@@ -12,6 +12,7 @@ import pytest
 
 from flows.ask import AskParams, ask
 from flows.release import ReleaseOptions, release
+from schemas.indexes import IndexSettings
 from schemas.retrieval import AccessDenied
 from schemas.settings import LlmSettings
 from tasks.llm.registry import make_provider
@@ -68,8 +69,13 @@ class RecordingProvider:
         return self.inner.complete(request)
 
 
-@pytest.fixture(scope="module")
-def two_tenants(tmp_path_factory):
+# Every test runs on a generation searched exactly and on one with the ANN index forced on
+# (threshold 0, no exact path for few allowed rows): the prefilter must hold for both.
+ANN_FORCED = IndexSettings(ann_min_rows=0, exact_below_allowed=0)
+
+
+@pytest.fixture(scope="module", params=["exact", "ann"])
+def two_tenants(request, tmp_path_factory):
     """g0001 serves everyone; g0002 (one more record) is a canary for the group `staff`."""
     from flows.operate import CanaryParams, canary
 
@@ -81,13 +87,17 @@ def two_tenants(tmp_path_factory):
         "carol": {"tenant": "tenant-a", "groups": ["public", "staff"]},
         "dora": {"tenant": "tenant-a", "groups": ["public"], "roles": ["operator"]},
         "bob": {"tenant": "tenant-b", "groups": ["public"]}}), "utf-8")
-    settings = settings_for(home)
+    settings = settings_for(home, **({"index": ANN_FORCED} if request.param == "ann" else {}))
     export = write_records(tmp / "x.jsonl", [*SAMPLE_RECORDS, SECRET, EMBARGOED, WITHDRAWN])
     release(paths=[str(export)], options=ReleaseOptions(tenant="tenant-a"), settings=settings)
     more = write_records(tmp / "y.jsonl", [CANARY_RECORD])
     release(paths=[str(more)], options=ReleaseOptions(tenant="tenant-a", promote=False), settings=settings)
     routing = canary(CanaryParams(generation="g0002", groups=["staff"], reason="try"), settings=settings)
     assert routing.serving == "g0001" and routing.canaries[0].generation == "g0002"
+    if request.param == "ann":  # the index is really there and really used, on both routes
+        for who in ROUTES:
+            r = Retriever.open(settings, resolve_principal(settings, who))
+            assert r.dense_plan.use_index(1) and not r.index_flags
     time.sleep(0.05)
     return settings, time.time()
 

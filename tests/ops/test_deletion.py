@@ -3,9 +3,11 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from flows.operate import DeleteParams, RollbackParams, delete, gc, rollback
 from flows.release import release
+from schemas.indexes import IndexSettings
 from schemas.retrieval import Principal
 from schemas.settings import RetentionSettings
 from tasks.query.retriever import Retriever
@@ -25,14 +27,32 @@ def files_containing(root: Path, needle: str) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and data in p.read_bytes()]
 
 
+def _index_dirs(home: Path) -> set[str]:
+    folder = home / "warehouse" / "lance" / "chunks.lance" / "_indices"
+    return {p.name for p in folder.iterdir()} if folder.exists() else set()
+
+
+def _indexes_of_tagged(layout) -> set[str]:
+    from tasks.store.lance_store import open_generation_table, tagged_generations
+
+    return {i.index_uuid for g in tagged_generations(layout)
+            for i in open_generation_table(layout, g).list_indices()}
+
+
 def hits(settings, query: str) -> list[str]:
     r = Retriever.open(settings, PUBLIC)
     return [h.doc_id for h in r.warm_start(query, k=10)] + [h.doc_id for h in r.substring_chunks(MARKER)]
 
 
+# Each test also runs with the ANN index forced on: purge, rollback and gc reach the indexes.
+@pytest.fixture(params=["exact", "ann"])
+def index(request) -> dict:
+    return {"index": IndexSettings(ann_min_rows=0, exact_below_allowed=0)} if request.param == "ann" else {}
+
+
 @pytest.fixture
-def published(tmp_path: Path, home: Path):
-    settings = settings_for(home)
+def published(tmp_path: Path, home: Path, index):
+    settings = settings_for(home, **index)
     release(paths=[str(write_records(tmp_path / "a.jsonl", [*SAMPLE_RECORDS, SECRET]))], settings=settings)
     return settings
 
@@ -49,6 +69,17 @@ def test_delete_masks_at_once_publishes_without_it_and_purges_every_copy(publish
     # no LanceDB version, lineage snapshot, cache, blob or record of any retained generation keeps it
     assert files_containing(home, MARKER) == []
     assert SECRET["doc_id"] not in read_lineage_table(layout, "g0001", "sources")["doc_id"].to_pylist()
+    # the indexes of the rewritten generation were rebuilt over its remaining rows, with the
+    # manifest's parameters, and the old ones are gone from disk
+    from tasks.query.lexical_index import PostingsIndex
+    from tasks.store.manifests import read_manifest
+
+    manifest = read_manifest(layout, "g0001")
+    lexical = PostingsIndex.open(layout.index_dir("g0001") / manifest.indexes.lexical.path)
+    assert lexical.rows == read_lineage_table(layout, "g0001", "chunks").num_rows
+    purges = yaml.safe_load((layout.generations / "g0001.purges.yaml").read_text("utf-8"))
+    assert purges[-1]["indexes"]["dense"]["search"] == manifest.indexes.dense.search
+    assert _index_dirs(home) <= _indexes_of_tagged(layout)  # old versions' indexes pruned
 
 
 def test_rollback_to_a_generation_made_before_the_deletion_does_not_bring_it_back(published):
@@ -66,8 +97,8 @@ def test_reingesting_a_deleted_document_is_refused(published, tmp_path: Path):
     assert "was deleted" in again.quarantined[0].reason
 
 
-def test_with_a_retention_window_gc_purges_once_it_has_passed(tmp_path: Path, home: Path):
-    settings = settings_for(home, retention=RetentionSettings(deletion_window_s=2))
+def test_with_a_retention_window_gc_purges_once_it_has_passed(tmp_path: Path, home: Path, index):
+    settings = settings_for(home, retention=RetentionSettings(deletion_window_s=2), **index)
     release(paths=[str(write_records(tmp_path / "a.jsonl", [*SAMPLE_RECORDS, SECRET]))], settings=settings)
     result = delete(DeleteParams(doc_ids=[SECRET["doc_id"]]), settings=settings)
     assert result.purged_after_s is None
@@ -81,10 +112,10 @@ def test_with_a_retention_window_gc_purges_once_it_has_passed(tmp_path: Path, ho
     assert files_containing(home, MARKER) == []
 
 
-def test_gc_retires_generations_beyond_retention_but_keeps_serving_and_pinned(tmp_path: Path, home: Path):
+def test_gc_retires_generations_beyond_retention_but_keeps_serving_and_pinned(tmp_path: Path, home: Path, index):
     from flows.operate import pin
 
-    settings = settings_for(home, retention=RetentionSettings(keep_last=1))
+    settings = settings_for(home, retention=RetentionSettings(keep_last=1), **index)
     for i, rec in enumerate(SAMPLE_RECORDS):
         release(paths=[str(write_records(tmp_path / f"{i}.jsonl", [rec]))], settings=settings)
     layout = StoreLayout.from_settings(settings)
@@ -95,3 +126,5 @@ def test_gc_retires_generations_beyond_retention_but_keeps_serving_and_pinned(tm
     from tasks.store.lance_store import tagged_generations
 
     assert sorted(tagged_generations(layout)) == ["g0002", "g0004"]
+    assert sorted(p.name for p in (home / "warehouse" / "indexes").iterdir()) == ["g0002", "g0004"]
+    assert _index_dirs(home) <= _indexes_of_tagged(layout)  # no index files of retired versions

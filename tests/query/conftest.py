@@ -83,7 +83,7 @@ PUBLIC = Principal(principal_id="reader", tenant="t1", groups=["public"])
 def make_retriever(lance_table, toy_table, principal=PUBLIC, excluded=(), index_dir=None,
                    **params) -> Retriever:
     return Retriever(
-        generation="g0001", space_id="toy", view=GenerationView.from_table(toy_table),
+        generation="g0001", space_id="toy", view=GenerationView.from_lance(lance_table),
         lance_table=lance_table,
         embed_queries=lambda qs: np.stack([toy_vector(q) for q in qs]), principal=principal,
         retrieval=RetrievalSettings(**params), index_dir=index_dir, excluded_doc_ids=excluded)

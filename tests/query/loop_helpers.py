@@ -30,8 +30,8 @@ def review(decide):
     """A review answering every hit under review with decide(hit) ∈ accept/reject/hold."""
     def answer(request):
         return {"thought": "review", "action": "review", "memory_update": MEM, "args": {
-            "verdicts": [{"chunk_id": h["chunk_id"], "verdict": decide(h), "rationale": "scripted"}
-                         for h in request.context["hits"]]}}
+            "verdicts": [{"chunk_id": h.chunk_id, "verdict": decide(h), "rationale": "scripted"}
+                         for h in request.context.hits]}}
     return answer
 
 

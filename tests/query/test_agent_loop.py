@@ -115,8 +115,8 @@ def test_reject_excludes_the_chunk_not_the_document(lance_table, toy_table, tmp_
     rejected = []
 
     def reject_first(request):
-        hits = request.context["hits"]
-        rejected.append(hits[0]["chunk_id"])
+        hits = request.context.hits
+        rejected.append(hits[0].chunk_id)
         return review(lambda h: "reject")(request)
     script = {"plan": [plan(("obsèques Paul Bert Floquet", "journal_officiel", ["Paul Bert"]))],
               "review": [reject_first, everything("accept")],
@@ -134,8 +134,8 @@ def test_held_passage_is_promoted_by_held_review(lance_table, toy_table, tmp_pat
     r = make_retriever(lance_table, toy_table)
 
     def promote_all(request):
-        return {"decisions": [{"chunk_id": h["chunk_id"], "decision": "promote",
-                               "rationale": "names Floquet"} for h in request.context["held"]]}
+        return {"decisions": [{"chunk_id": h.chunk_id, "decision": "promote",
+                               "rationale": "names Floquet"} for h in request.context.held]}
     script = {"plan": [plan(("Floquet", None, ["Floquet"]))],
               "review": [everything("hold")], "search": [FINISH], "held_review": [promote_all]}
     pkg, rec, _ = run(r, tmp_path, script, params(review_k=2))
@@ -171,14 +171,14 @@ def test_rerank_is_called_only_for_ties(lance_table, toy_table, tmp_path):
     r = make_retriever(lance_table, toy_table)
     # sub-question 0 accepts both JO documents, sub-question 1 one of them: groups {2: [a]},
     # {1: [b]} are singletons → no rerank call.
-    script = _two_subs(review(lambda h: "accept" if h["doc_id"] == "jo-2" else "reject"))
+    script = _two_subs(review(lambda h: "accept" if h.doc_id == "jo-2" else "reject"))
     pkg, rec, _ = run(r, tmp_path / "a", script, params(review_k=2))
     assert [c for c in rec.calls if c.purpose == "rerank"] == []
     assert pkg.accepted[0] == "jo-2" and pkg.documents[0].confirmations == 2
 
     # now sub-question 1 accepts nothing: both JO documents tie at one confirmation
     script = _two_subs(everything("reject"))
-    script["rerank"] = [lambda req: {"order": [c["doc_id"] for c in req.context["candidates"]][::-1]}]
+    script["rerank"] = [lambda req: {"order": [c.doc_id for c in req.context.candidates][::-1]}]
     pkg2, rec2, _ = run(r, tmp_path / "b", script, params(review_k=2))
     reranks = [c for c in rec2.calls if c.purpose == "rerank"]
     assert len(reranks) == 1

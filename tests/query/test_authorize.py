@@ -85,8 +85,8 @@ def test_the_allowed_set_joins_policy_tombstones_and_time_in_both_forms(tmp_path
     lt = lancedb.connect(str(tmp_path)).create_table("c", t)
     expected = {2010: {"c0", "c4", "c5"}, 2026: {"c0"}, 2031: {"c0", "c1"}}
     for year, rows in expected.items():
-        allowed = AllowedSet(t, P, {"f"} if year == 2031 else (), as_of=datetime(year, 6, 1, tzinfo=utc))
-        got = set(lt.search(np.array([1.0, 1.0], np.float32)).where(allowed.where(), prefilter=True)
+        allowed = AllowedSet.of_table(t, P, {"f"} if year == 2031 else (), as_of=datetime(year, 6, 1, tzinfo=utc))
+        got = set(lt.search(np.array([1.0, 1.0], np.float32)).where(allowed.where, prefilter=True)
                   .limit(100).to_arrow().column("chunk_id").to_pylist())
-        mask = {c for c, m in zip(t.column("chunk_id").to_pylist(), allowed.mask()) if m}
+        mask = {c for c, m in zip(t.column("chunk_id").to_pylist(), allowed.mask) if m}
         assert got == mask == rows, year

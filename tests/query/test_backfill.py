@@ -1,3 +1,4 @@
+from schemas.query import WarmRanks
 from schemas.query import SubQuestion
 from tasks.query.agent import AgentState
 from tasks.query.rerank import backfill
@@ -6,7 +7,7 @@ from tasks.query.rerank import backfill
 def _state(index: int, ranking: list[str]) -> AgentState:
     st = AgentState(index=index, sub_question=SubQuestion(text="q", target_corpus=None))
     for rank, doc in enumerate(ranking, start=1):
-        st.warm[doc] = {"fused": rank}
+        st.warm[doc] = WarmRanks(fused=rank)
     return st
 
 

@@ -1,7 +1,7 @@
 """Merge and count-grouped ranking of accepted documents; warm-start support below them."""
 from __future__ import annotations
 
-from schemas.query import SubQuestion, Verdict
+from schemas.query import SubQuestion, Verdict, WarmRanks
 from tasks.query.agent import AgentState
 from tasks.query.rerank import backfill, groups, merge
 from tasks.query.tools import Hit
@@ -15,7 +15,7 @@ def state(index, accepted, warm):
         st.accepted[doc] = [(hit, Verdict(chunk_id=hit.chunk_id, doc_id=doc, decision="accept",
                                           rationale=f"{doc} by {index}", sub_question=index, step=1))]
     for rank, doc in enumerate(warm, 1):
-        st.warm[doc] = {"fused": rank}
+        st.warm[doc] = WarmRanks(fused=rank)
         st.warm_order.append(doc)
     return st
 

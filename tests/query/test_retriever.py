@@ -109,7 +109,7 @@ def test_corpora_lists_only_what_the_principal_sees(lance_table, toy_table):
 def test_bm25_index_is_cached_on_disk_and_reused(lance_table, toy_table, tmp_path):
     r = make_retriever(lance_table, toy_table, index_dir=tmp_path / "idx")
     first = r.bm25_chunks("Floquet")
-    assert any(p.name.startswith("bm25-") for p in (tmp_path / "idx").iterdir())
+    assert any(p.name.startswith("lexical-") for p in (tmp_path / "idx").iterdir())
     again = make_retriever(lance_table, toy_table, index_dir=tmp_path / "idx").bm25_chunks("Floquet")
     assert [h.chunk_id for h in again] == [h.chunk_id for h in first]
 

@@ -66,7 +66,7 @@ def test_open_serves_the_routed_generation_and_caches_bm25_under_its_index_dir(
     r = Retriever.open(settings, PUBLIC)
     assert r.generation == "g0001" and r.space_id == minilm_space.space_id
     assert r.bm25_docs("Floquet président")[0].doc_id in {"jo-2", "gau-1"}
-    assert any(loc.name.startswith("bm25-") for loc in layout.index_dir("g0001").children())
+    assert any(loc.name.startswith("lexical-") for loc in layout.index_dir("g0001").children())
     assert len(r.dense_chunks("Floquet", k=3)) == 3
 
 

@@ -66,6 +66,21 @@ def parse_key(settings: MabillonSettings) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def textless(doc: ParsedDocument) -> str | None:
+    """Why a parsed document has no text at all (its pages' own reasons), or None when it has."""
+    if any(page.raw_text.strip() for page in doc.pages):
+        return None
+    reasons = sorted({page.empty_reason or "no text" for page in doc.pages})
+    return f"no text found on any of its {len(doc.pages)} page(s): {'; '.join(reasons)}"
+
+
+def parse_untrusted(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+    """`parse_revision` in the sandbox's child process, under `settings.sandbox`."""
+    from tasks.ingest.sandbox import parse_untrusted as sandboxed
+
+    return sandboxed(data, revision, settings)
+
+
 def parse(revisions: list[Revision], layout: StoreLayout, settings: MabillonSettings) -> tuple[dict[str, ParsedDocument], list[Quarantined]]:
     key = parse_key(settings)
     parsed: dict[str, ParsedDocument] = {}
@@ -75,7 +90,7 @@ def parse(revisions: list[Revision], layout: StoreLayout, settings: MabillonSett
             doc = load_parsed(layout, rev.revision_id, key)
             if doc is None:
                 try:
-                    doc = parse_revision(read_blob(layout, rev.digest), rev, settings)
+                    doc = parse_untrusted(read_blob(layout, rev.digest), rev, settings)
                 except ParseRefused as exc:
                     quarantined.append(Quarantined(uri=rev.uri, reason=str(exc), digest=rev.digest))
                     progress.advance()
@@ -87,6 +102,10 @@ def parse(revisions: list[Revision], layout: StoreLayout, settings: MabillonSett
                     progress.advance()
                     continue
                 save_parsed(layout, doc, key)
+            if (reason := textless(doc)) is not None:  # nothing to chunk, embed or find
+                quarantined.append(Quarantined(uri=rev.uri, reason=reason, digest=rev.digest))
+                progress.advance()
+                continue
             parsed[rev.revision_id] = doc
             progress.advance()
     return parsed, quarantined

@@ -45,6 +45,20 @@ def box(node: XmlElement) -> tuple[float, float, float, float] | None:
     return (x, y, x + width, y + height)
 
 
+def on_page(bbox: tuple[float, float, float, float] | None, width: float | None,
+            height: float | None) -> tuple[float, float, float, float] | None:
+    """The box clipped to the page; None when nothing of it is on the page (or it is inverted).
+
+    OCR exports carry negative offsets and coordinates past the page edge; a box off the page
+    would send a reader's highlight nowhere, so the word keeps its text and loses its box.
+    """
+    if bbox is None:
+        return None
+    x0, y0, x1, y1 = max(bbox[0], 0.0), max(bbox[1], 0.0), bbox[2], bbox[3]
+    x1, y1 = min(x1, width) if width else x1, min(y1, height) if height else y1
+    return (x0, y0, x1, y1) if x1 > x0 and y1 > y0 else None
+
+
 def confidence(node: XmlElement) -> float | None:
     return number(node.get("WC"))
 
@@ -54,6 +68,7 @@ def read_page(page: XmlElement, page_no: int) -> ParsedPage:
     elements: list[Element] = []
     length = 0
     weighted = chars = 0.0
+    width, height = number(page.get("WIDTH")), number(page.get("HEIGHT"))
 
     def add(text: str) -> None:
         nonlocal length
@@ -78,7 +93,7 @@ def read_page(page: XmlElement, page_no: int) -> ParsedPage:
                         add(" ")
                     wc = confidence(node)
                     words.append(Element(kind="word", char_start=length, char_end=length + len(content),
-                                         bbox=box(node), confidence=wc))
+                                         bbox=on_page(box(node), width, height), confidence=wc))
                     add(content)
                     if wc is not None:
                         weighted += wc * len(content)
@@ -89,14 +104,15 @@ def read_page(page: XmlElement, page_no: int) -> ParsedPage:
                 continue
             lines_started = True
             confidences = [w.confidence for w in words if w.confidence is not None]
-            elements.append(Element(kind="line", char_start=line_start, char_end=length, bbox=box(line),
+            elements.append(Element(kind="line", char_start=line_start, char_end=length,
+                                    bbox=on_page(box(line), width, height),
                                     confidence=sum(confidences) / len(confidences) if confidences else None))
             elements.extend(words)
     text = "".join(parts)
     return ParsedPage(
         page_no=page_no, raw_text=text, normalized_text=normalize_text(text), parser="alto",
         parser_version=PARSER_VERSION, ocr_confidence=weighted / chars if chars else None,
-        width=number(page.get("WIDTH")), height=number(page.get("HEIGHT")),
+        width=width, height=height,
         elements=elements, empty_reason=None if text else "ALTO page has no String",
     )
 

@@ -1,4 +1,5 @@
-"""Plain text files: UTF-8 (latin-1 as a recorded fallback), one page, paragraphs as elements."""
+"""Plain text files: UTF-8, UTF-16/32 with a byte-order mark, Windows-1252 or latin-1 (the
+encoding read is recorded in the parser name), one page, paragraphs as elements."""
 from __future__ import annotations
 
 import re
@@ -11,11 +12,26 @@ PARSER_VERSION = "plaintext-1"
 _PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\n\s*\n|\s*\Z)", re.S)
 
 
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+         (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
 def decode_text(data: bytes) -> tuple[str, str]:
-    try:
-        return data.decode("utf-8-sig"), "utf-8"
-    except UnicodeDecodeError:
-        return data.decode("latin-1"), "latin-1"
+    """The text and the encoding it was read in: a byte-order mark decides; otherwise UTF-8,
+    then Windows-1252 (what French office files are, with € ’ « » in 0x80–0x9F), then latin-1,
+    which reads any bytes."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(encoding), encoding
+            except UnicodeDecodeError:
+                break
+    for encoding in ("utf-8-sig", "cp1252"):
+        try:
+            return data.decode(encoding), encoding.removesuffix("-sig")
+        except UnicodeDecodeError:
+            continue
+    return data.decode("latin-1"), "latin-1"
 
 
 def parse_plaintext(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:

@@ -1,0 +1,78 @@
+"""The index contract: how a generation is searched, recorded in its manifest.
+
+A generation carries its own indexes (rollback serves the old generation with its old indexes;
+purge and gc reach them). The manifest names, for the vector column, exact search or the ANN
+algorithm with its parameters and build time, and, for the lexical channel, the index, its
+analyzer and where its files are; the settings below decide what a new generation gets and how
+queries use it.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class IndexSettings(BaseModel):
+    """What publish builds and how queries search it (``MABILLON_INDEX__<FIELD>``)."""
+
+    # A generation with at least this many chunks gets an ANN index on its vector column;
+    # below it, dense search stays exact. 0 forces the index on any generation.
+    ann_min_rows: int = 200_000
+    # LanceDB index type; IVF_PQ is what LanceDB recommends with metadata prefilters.
+    ann_type: Literal["IVF_PQ", "IVF_HNSW_SQ"] = "IVF_PQ"
+    num_partitions: int | None = None  # None: about sqrt(rows)
+    num_sub_vectors: int | None = None  # None: dim / 8 (8 dimensions per code)
+    # Query-time search of the ANN index.
+    nprobes: int = 24
+    refine_factor: int = 4
+    # With an ANN index, a principal (or a filter) that sees at most this many rows gets an
+    # exact search over exactly those rows: cheap at that size, and IVF partitions hold few
+    # allowed rows under a narrow filter. 0: always the index.
+    exact_below_allowed: int = 20_000
+    # An index file that is missing or unreadable: "exact" serves by exact search and flags
+    # the evidence package (dense only: exact dense search needs no index), "error" refuses.
+    on_missing: Literal["exact", "error"] = "exact"
+
+
+class DenseIndex(BaseModel):
+    search: Literal["exact", "ann"]
+    metric: str = "cosine"
+    algorithm: str | None = None  # e.g. IVF_PQ
+    params: dict = Field(default_factory=dict)
+    name: str | None = None  # the LanceDB index name on the generation's table version
+    rows: int = 0
+    build_s: float = 0.0
+    # Scalar indexes that make the access prefilter cheap at scale (column → kind).
+    scalar: dict[str, str] = Field(default_factory=dict)
+
+
+class LexicalBuild(BaseModel):
+    """What building a lexical index produced."""
+
+    rows: int
+    terms: int
+    postings: int
+    size_bytes: int
+    chunk_digest: str
+    build_s: float
+
+
+class LexicalIndex(LexicalBuild):
+    kind: Literal["postings-v1"] = "postings-v1"
+    analyzer: str  # analyzer id (tasks.query.analysis.analyzer_id)
+    stem: bool
+    char_ngrams: int
+    # BM25 document frequencies and lengths are taken over the principal's allowed rows at
+    # query time, never over the whole table: a forbidden chunk shifts no score.
+    statistics: Literal["allowed-rows"] = "allowed-rows"
+    path: str  # folder of the index files, relative to the generation's index folder
+
+
+class IndexContract(BaseModel):
+    dense: DenseIndex
+    lexical: LexicalIndex | None = None
+
+
+class IndexUnavailable(RuntimeError):
+    """A generation's index is missing or unreadable and the settings refuse to serve without it."""

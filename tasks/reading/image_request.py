@@ -1,0 +1,191 @@
+"""IIIF Image API 3 request parameters: `{region}/{size}/{rotation}/{quality}.{format}` parsed and
+resolved against one image's pixel size, or refused with the status the specification gives.
+
+Level 1 and a little more: region `full`, `square`, `x,y,w,h`, `pct:x,y,w,h`; size `max`, `w,`,
+`,h`, `pct:n`, `w,h`, `!w,h`, each with `^` for upscaling; rotation 0; quality `default`; `jpg`
+and `png`. A request that is not IIIF syntax is 400; a well-formed one this server does not do
+(a rotation of 90, `gray`, `tif`) is 501. Every size is bounded by `max_pixels` before anything
+is rendered, so no URL can make the server allocate an oversized image.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+FEATURES = ["regionByPx", "regionByPct", "regionSquare", "sizeByW", "sizeByH", "sizeByPct",
+            "sizeByWh", "sizeByConfinedWh", "sizeUpscaling"]
+FORMATS = {"jpg": "image/jpeg", "png": "image/png"}
+KNOWN_FORMATS = {"jpg", "png", "tif", "gif", "jp2", "pdf", "webp"}
+KNOWN_QUALITIES = {"default", "color", "gray", "bitonal"}
+MAX_PARAMETER = 64  # characters; nothing valid is longer
+
+_INT = r"\d{1,9}"
+_NUM = r"(?:\d{1,9}(?:\.\d{1,9})?|\.\d{1,9})"
+_REGION_PX = re.compile(rf"^({_INT}),({_INT}),({_INT}),({_INT})$")
+_REGION_PCT = re.compile(rf"^pct:({_NUM}),({_NUM}),({_NUM}),({_NUM})$")
+_SIZE_W = re.compile(rf"^({_INT}),$")
+_SIZE_H = re.compile(rf"^,({_INT})$")
+_SIZE_WH = re.compile(rf"^(!?)({_INT}),({_INT})$")
+_SIZE_PCT = re.compile(rf"^pct:({_NUM})$")
+_ROTATION = re.compile(rf"^(!?)({_NUM})$")
+
+
+class ImageRequestError(ValueError):
+    """A request refused before any pixel is touched; `status` is the HTTP status to answer."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def bad(message: str) -> ImageRequestError:
+    return ImageRequestError(400, message)
+
+
+@dataclass(frozen=True)
+class Box:
+    x: int
+    y: int
+    w: int
+    h: int
+
+
+@dataclass(frozen=True)
+class ImageRequest:
+    """A resolved request: which pixels of the image, at what output size, in which format."""
+
+    region: Box
+    width: int
+    height: int
+    format: str  # "jpg" | "png"
+
+    @property
+    def media_type(self) -> str:
+        return FORMATS[self.format]
+
+    @property
+    def key(self) -> str:
+        """The canonical form (IIIF §4.7): one cache entry per distinct output."""
+        r = self.region
+        return f"{r.x},{r.y},{r.w},{r.h}/{self.width},{self.height}/0/default.{self.format}"
+
+
+def _checked(parameter: str, name: str) -> str:
+    if not parameter or len(parameter) > MAX_PARAMETER:
+        raise bad(f"{name} parameter {parameter[:MAX_PARAMETER]!r} is not IIIF syntax")
+    return parameter
+
+
+def parse_region(region: str, width: int, height: int) -> Box:
+    """The region as pixels of the image, cropped at its edges (IIIF §4.1)."""
+    _checked(region, "region")
+    if region == "full":
+        return Box(0, 0, width, height)
+    if region == "square":
+        side = min(width, height)
+        return Box((width - side) // 2, (height - side) // 2, side, side)
+    if m := _REGION_PX.match(region):
+        x, y, w, h = (int(v) for v in m.groups())
+    elif m := _REGION_PCT.match(region):
+        px, py, pw, ph = (float(v) for v in m.groups())
+        if px > 100 or py > 100:
+            raise bad(f"region {region!r} starts outside the image (percentages run 0-100)")
+        x, y = math.floor(px * width / 100), math.floor(py * height / 100)
+        w = math.ceil(min(pw, 100.0) * width / 100) if pw > 0 else 0
+        h = math.ceil(min(ph, 100.0) * height / 100) if ph > 0 else 0
+    else:
+        raise bad(f"region {region!r} is not full, square, x,y,w,h or pct:x,y,w,h "
+                  "(non-negative numbers)")
+    if w <= 0 or h <= 0:
+        raise bad(f"region {region!r} has a zero width or height")
+    if x >= width or y >= height:
+        raise bad(f"region {region!r} lies outside the image ({width}×{height} pixels)")
+    return Box(x, y, min(w, width - x), min(h, height - y))
+
+
+def _scale_to_area(w: int, h: int, area: int) -> tuple[int, int]:
+    """The largest size of the same aspect whose area stays within `area`."""
+    if w * h <= area:
+        return w, h
+    s = math.sqrt(area / (w * h))
+    return max(1, math.floor(w * s)), max(1, math.floor(h * s))
+
+
+def parse_size(size: str, region: Box, max_pixels: int) -> tuple[int, int]:
+    """Output width and height for the region (IIIF §4.2), bounded by `max_pixels`."""
+    _checked(size, "size")
+    upscale = size.startswith("^")
+    body = size[1:] if upscale else size
+    rw, rh = region.w, region.h
+    if body == "max":
+        if upscale:  # as large as the server allows, keeping the aspect ratio
+            s = math.sqrt(max_pixels / (rw * rh))
+            return max(1, math.floor(rw * s)), max(1, math.floor(rh * s))
+        return _scale_to_area(rw, rh, max_pixels)
+    if m := _SIZE_W.match(body):
+        w = int(m.group(1))
+        h = round(rh * w / rw)
+    elif m := _SIZE_H.match(body):
+        h = int(m.group(1))
+        w = round(rw * h / rh)
+    elif m := _SIZE_PCT.match(body):
+        pct = float(m.group(1))
+        if pct <= 0:
+            raise bad(f"size {size!r} is zero")
+        if pct > 100 and not upscale:
+            raise bad(f"size {size!r} is larger than the region; prefix it with ^ to upscale")
+        w, h = round(rw * pct / 100), round(rh * pct / 100)
+    elif m := _SIZE_WH.match(body):
+        confined, bw, bh = m.group(1) == "!", int(m.group(2)), int(m.group(3))
+        if bw <= 0 or bh <= 0:
+            raise bad(f"size {size!r} has a zero width or height")
+        if confined:
+            s = min(bw / rw, bh / rh)
+            if not upscale:
+                s = min(s, 1.0)  # "as large as possible but not larger than the region"
+            w, h = min(bw, round(rw * s)), min(bh, round(rh * s))
+        else:
+            w, h = bw, bh
+    else:
+        raise bad(f"size {size!r} is not max, w,, ,h, pct:n, w,h or !w,h (each may start with ^)")
+    if w <= 0 or h <= 0:
+        raise bad(f"size {size!r} gives an image with a zero width or height")
+    if not upscale and (w > rw or h > rh):
+        raise bad(f"size {size!r} ({w}×{h}) is larger than the region ({rw}×{rh}); "
+                  "prefix it with ^ to upscale")
+    if w * h > max_pixels:
+        raise bad(f"size {size!r} asks for {w}×{h} = {w * h:,} pixels, over this reading "
+                  f"room's limit of {max_pixels:,} pixels (settings.reading_room.max_pixels)")
+    return w, h
+
+
+def parse_rotation(rotation: str) -> None:
+    _checked(rotation, "rotation")
+    m = _ROTATION.match(rotation)
+    if not m or float(m.group(2)) > 360:
+        raise bad(f"rotation {rotation!r} is not a number of degrees from 0 to 360 (! to mirror)")
+    if m.group(1) or float(m.group(2)) % 360:
+        raise ImageRequestError(501, f"rotation {rotation!r} is not implemented (only 0)")
+
+
+def parse_quality_format(quality_format: str) -> str:
+    _checked(quality_format, "quality.format")
+    quality, dot, fmt = quality_format.rpartition(".")
+    if not dot or quality not in KNOWN_QUALITIES or fmt not in KNOWN_FORMATS:
+        raise bad(f"{quality_format!r} is not quality.format (default|color|gray|bitonal . "
+                  "jpg|png|tif|gif|jp2|pdf|webp)")
+    if quality != "default":
+        raise ImageRequestError(501, f"quality {quality!r} is not implemented (only default)")
+    if fmt not in FORMATS:
+        raise ImageRequestError(501, f"format {fmt!r} is not implemented (jpg, png)")
+    return fmt
+
+
+def parse_image_request(region: str, size: str, rotation: str, quality_format: str,
+                        width: int, height: int, max_pixels: int) -> ImageRequest:
+    """Parse in the specification's order of implementation: region, size, rotation, quality."""
+    box = parse_region(region, width, height)
+    w, h = parse_size(size, box, max_pixels)
+    parse_rotation(rotation)
+    return ImageRequest(region=box, width=w, height=h, format=parse_quality_format(quality_format))

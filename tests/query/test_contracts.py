@@ -1,0 +1,128 @@
+"""The agent's typed contracts: one model per purpose, the JSON Schema derived from it and
+agreeing with it, validated outputs returned as models, and faulty outputs that degrade
+honestly (flagged, never an invented document)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from schemas.query import OUTPUT_SCHEMAS, PURPOSES, LoopParams, ReviewStep
+from schemas.retrieval import Principal
+from tasks.llm.base import Ledger, LlmRequest, call_validated, validate_output
+from tests.query.conftest import make_retriever
+from tests.query.loop_helpers import FINISH, MEM, everything, plan, run, search
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_schema_is_derived_from_its_output_model():
+    assert set(OUTPUT_SCHEMAS) == set(PURPOSES) == {
+        "plan", "search", "review", "held_review", "briefing", "replan", "rerank"}
+    for name, purpose in PURPOSES.items():
+        assert OUTPUT_SCHEMAS[name] == purpose.output.model_json_schema()
+
+
+SAMPLES = {
+    "search": [
+        {"thought": "t", "action": "bm25", "args": {"query": "Floquet"}, "memory_update": MEM},
+        {"thought": "t", "action": "grep", "args": {}, "memory_update": MEM},
+        {"thought": "t", "action": "date_range", "args": {"date_from": "13 janvier"},
+         "memory_update": MEM},
+        {"thought": "t", "action": "finish", "args": {}, "memory_update": {"next_steps": ""}},
+        {"thought": 1, "action": "finish", "args": {}, "memory_update": MEM},
+    ],
+    "review": [
+        {"thought": "t", "action": "review", "memory_update": MEM,
+         "args": {"verdicts": [{"chunk_id": "c", "verdict": "accept", "rationale": "r"}]}},
+        {"thought": "t", "action": "review", "memory_update": MEM,
+         "args": {"verdicts": [{"chunk_id": "c", "verdict": "maybe", "rationale": "r"}]}},
+        {"thought": "t", "action": "review", "memory_update": MEM,
+         "args": {"verdicts": [{"chunk_id": "c", "verdict": "accept", "rationale": "x" * 121}]}},
+        {"thought": "t", "action": "review", "memory_update": MEM,
+         "args": {"verdicts": [{"chunk_id": "c", "verdict": "hold", "rationale": "",
+                                "confidence": 1.5}]}},
+    ],
+    "plan": [{"sub_questions": []},
+             {"sub_questions": [{"text": "q", "target_corpus": None, "entities": []}]},
+             {"sub_questions": [{"text": "", "target_corpus": None, "entities": []}]}],
+    "rerank": [{"order": []}, {"order": ["a"]}, {"order": "a"}],
+    "briefing": [{"summary": "", "confirmed_facts": [], "dates": ["1887-01-13"], "entities": [],
+                  "gaps": [], "search_hints": []},
+                 {"summary": "", "confirmed_facts": [], "dates": ["hier"], "entities": [],
+                  "gaps": [], "search_hints": []}],
+}
+
+
+@pytest.mark.parametrize("purpose", sorted(SAMPLES))
+def test_the_schema_sent_and_the_validator_agree(purpose):
+    schema, output = OUTPUT_SCHEMAS[purpose], PURPOSES[purpose].output
+    for sample in SAMPLES[purpose]:
+        by_schema = jsonschema.Draft202012Validator(schema).is_valid(sample)
+        value, error = validate_output(json.dumps(sample), output)
+        assert by_schema == (error is None), (sample, error)
+        assert value is None or isinstance(value, output)
+
+
+def test_validated_output_is_the_model_not_a_dict():
+    class Fixed:
+        name, model = "fixed", None
+
+        def complete(self, request):
+            from tasks.llm.base import Completion
+            return Completion(json.dumps(SAMPLES["review"][0]))
+    out = call_validated(Fixed(), LlmRequest("review", []), Ledger()).value
+    assert isinstance(out, ReviewStep) and out.args.verdicts[0].verdict == "accept"
+
+
+def test_a_review_naming_a_chunk_never_shown_changes_nothing_and_is_flagged(
+        lance_table, toy_table, tmp_path):
+    r = make_retriever(lance_table, toy_table)
+    invented = {"thought": "t", "action": "review", "memory_update": MEM, "args": {"verdicts": [
+        {"chunk_id": "forged-doc#0", "verdict": "accept", "rationale": "made up"}]}}
+    script = {"plan": [plan(("Floquet", None, ["Floquet"]))], "review": [invented],
+              "search": [FINISH], "held_review": [{"decisions": []}],
+              "rerank": [{"order": ["forged-doc", "jo-2"]}]}
+    pkg, rec, _ = run(r, tmp_path, script, LoopParams(replan=False, review_k=2))
+    assert "unknown_chunk_in_output" in pkg.flags
+    ids = {d.doc_id for d in pkg.documents} | set(pkg.accepted) | set(pkg.held)
+    assert "forged-doc" not in ids
+    assert all(not d.doc_id.startswith("forged") for d in pkg.documents)
+
+
+def test_an_output_failing_its_schema_is_retried_then_skipped_with_a_flag(
+        lance_table, toy_table, tmp_path):
+    r = make_retriever(lance_table, toy_table)
+    script = {"plan": [plan(("Floquet", None, ["Floquet"]))],
+              "review": ['{"thought": "t", "action": "review"}'] * 3 + [everything("hold")],
+              "search": [FINISH]}
+    pkg, rec, _ = run(r, tmp_path, script, LoopParams(replan=False, review_k=1, max_retries=2))
+    skipped = [s for s in rec.steps if s.kind == "skipped"]
+    assert skipped and skipped[0].attempts == 3 and "invalid_output" in pkg.flags
+    assert not pkg.accepted or all(d in {x.doc_id for x in pkg.documents} for d in pkg.accepted)
+
+
+def test_the_query_record_holds_the_principal_and_loop_params_as_contracts(
+        lance_table, toy_table, tmp_path):
+    r = make_retriever(lance_table, toy_table)
+    _, rec, _ = run(r, tmp_path, {"plan": [plan(("Floquet", None, ["Floquet"]))]},
+                    LoopParams(replan=False, step_budget=3))
+    assert isinstance(rec.principal, Principal) and rec.principal.principal_id == "reader"
+    assert isinstance(rec.params, LoopParams) and rec.params.step_budget == 3
+
+
+# what the development questions name must not become code: no doc ids, no dated lists
+_DOC_ID = re.compile(r"\b(?:1887-\d\d-\d\d_\d{3}|(?:le_gaulois|l_intransigeant)-1887\d{4})\b")
+_ISO_DATE = re.compile(r"\b18\d\d-\d\d-\d\d\b")
+
+
+def test_no_document_ids_or_dates_from_the_questions_in_the_judge_code():
+    files = [*ROOT.glob("tasks/llm/*.py"), *ROOT.glob("tasks/query/*.py"),
+             *ROOT.glob("tasks/eval/*.py"), ROOT / "schemas/query.py"]
+    for f in files:
+        text = f.read_text("utf-8")
+        assert not _DOC_ID.search(text), f
+        assert not _ISO_DATE.search(text), f
