@@ -3,7 +3,9 @@
 Pages a person reads (evidence of a query, a document and how it was cut, a question box) and
 JSON a program reads (IIIF Image API 3 and Presentation 3, the evidence as JSON). Every request
 resolves its viewer (tasks/reading/viewer.py) and is answered from what that viewer may see now
-(tasks/reading/room.py): anything else is the same 404 as what does not exist.
+— or at the `?as_of=` the request names (an ISO 8601 date or time; a query's evidence at the
+query's own as_of) — in the generation routed to them (tasks/reading/room.py): anything else
+is the same 404 as what does not exist.
 """
 from __future__ import annotations
 
@@ -17,9 +19,12 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from datetime import datetime
+
 from schemas.retrieval import AccessDenied, Principal
 from schemas.settings import MabillonSettings
 from tasks.query.principals import DEFAULT_PRINCIPAL, default_principal
+from tasks.query.validity import InvalidAsOf, resolve_as_of
 from tasks.reading.image_request import ImageRequestError
 from tasks.reading.links import Links
 from tasks.reading.manifests import query_manifest, revision_manifest
@@ -53,6 +58,15 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
         return resolve_viewer(settings, request.headers.get("authorization"),
                               request.cookies.get(TOKEN_COOKIE), dict(request.headers))
 
+    def when(request: Request, principal: Principal, default: datetime | None = None) -> datetime | None:
+        """The request's `?as_of=` (refused when unreadable, or ahead of now for a non-operator)."""
+        value = request.query_params.get("as_of")
+        return resolve_as_of(value, principal) if value else default
+
+    def seen(request: Request):
+        principal = viewer(request)
+        return room.visible(principal, when(request, principal))
+
     def links(request: Request) -> Links:
         return Links.at(settings.reading_room.url or str(request.base_url))
 
@@ -67,6 +81,10 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     @app.exception_handler(AccessDenied)
     def denied(request: Request, exc: AccessDenied):
         return _refusal(request, templates, 401, str(exc))
+
+    @app.exception_handler(InvalidAsOf)
+    def bad_as_of(request: Request, exc: InvalidAsOf):
+        return _refusal(request, templates, 400, str(exc))
 
     @app.exception_handler(ImageRequestError)
     def bad_image_request(request: Request, exc: ImageRequestError):
@@ -84,7 +102,7 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
 
     @app.get("/documents", response_class=HTMLResponse)
     def documents(request: Request):
-        view = room.visible(viewer(request))
+        view = seen(request)
         catalog = view.snapshot.catalog
         revisions = sorted((catalog.revisions[r] for r in view.revisions), key=lambda r: r.doc_id) if catalog else []
         return page(request, "documents.html", principal=view.principal, revisions=revisions,
@@ -92,7 +110,7 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
 
     @app.get("/documents/{doc_id:path}", response_class=HTMLResponse)
     def document(request: Request, doc_id: str):
-        view = room.visible(viewer(request))
+        view = seen(request)
         doc = document_view(room, view, links(request), view.current(doc_id))
         return page(request, "document.html", principal=view.principal, doc=doc)
 
@@ -100,13 +118,16 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     def evidence(request: Request, query_id: str):
         principal = viewer(request)
         record = room.record(principal, query_id)
-        view = room.visible(principal)
+        view = room.visible(principal, when(request, principal, record.as_of))
         return page(request, "evidence.html", principal=principal,
                     evidence=evidence_view(room, view, links(request), record))
 
     @app.post("/ask")
-    def ask_page(request: Request, question: str = Form(..., min_length=3, max_length=2000)):
-        package = ask_in_room(settings, viewer(request), question)
+    def ask_page(request: Request, question: str = Form(..., min_length=3, max_length=2000),
+                 as_of: str = Form("", max_length=64)):
+        principal = viewer(request)
+        resolve_as_of(as_of, principal)  # refused here, before a run, when unreadable or ahead
+        package = ask_in_room(settings, principal, question, as_of or None)
         return RedirectResponse(f"/queries/{package.query_id}", status_code=303)
 
     @app.get("/login", response_class=HTMLResponse)
@@ -142,7 +163,8 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     def api_query(request: Request, query_id: str):
         principal = viewer(request)
         record = room.record(principal, query_id)
-        view = evidence_view(room, room.visible(principal), links(request), record)
+        view = evidence_view(room, room.visible(principal, when(request, principal, record.as_of)),
+                             links(request), record)
         return JSONResponse(_evidence_json(view), headers=PRIVATE)
 
     @app.post("/api/ask")
@@ -153,22 +175,27 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
             return JSONResponse({"error": "give {\"question\": \"...\"} (3 to 2000 characters)"},
                                 status_code=400)
         principal = viewer(request)
+        as_of = body.get("as_of") or None
+        if as_of is not None and not isinstance(as_of, str):
+            raise InvalidAsOf("as_of must be an ISO 8601 date or time, as a string")
+        resolve_as_of(as_of, principal)
         from starlette.concurrency import run_in_threadpool
 
-        package = await run_in_threadpool(ask_in_room, settings, principal, question)
+        package = await run_in_threadpool(ask_in_room, settings, principal, question, as_of)
         return JSONResponse(package.model_dump(mode="json"), headers=PRIVATE)
 
     # IIIF -------------------------------------------------------------------------------------
     @app.get("/iiif/3/{image_id}")
     def image_base(request: Request, image_id: str):
-        room.image_page(room.visible(viewer(request)), image_id)  # 404 before any redirect
+        room.image_page(seen(request), image_id)  # 404 before any redirect
         return RedirectResponse(f"{links(request).base}/iiif/3/{image_id}/info.json", status_code=303,
                                 headers=IIIF_HEADERS)
 
     @app.get("/iiif/3/{image_id}/info.json")
     def image_info(request: Request, image_id: str):
         principal = viewer(request)
-        info = room.info(principal, image_id, f"{links(request).base}/iiif/3/{image_id}")
+        info = room.info(principal, image_id, f"{links(request).base}/iiif/3/{image_id}",
+                         when(request, principal))
         wants_ld = "application/ld+json" in request.headers.get("accept", "")
         return JSONResponse(info, media_type=JSON_LD if wants_ld else "application/json",
                             headers=IIIF_HEADERS)
@@ -176,13 +203,14 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     @app.get("/iiif/3/{image_id}/{region}/{size}/{rotation}/{quality_format}")
     def image(request: Request, image_id: str, region: str, size: str, rotation: str,
               quality_format: str):
-        data, media_type = room.image(viewer(request), image_id, region, size, rotation,
-                                      quality_format)
+        principal = viewer(request)
+        data, media_type = room.image(principal, image_id, region, size, rotation,
+                                      quality_format, when(request, principal))
         return Response(data, media_type=media_type, headers=IIIF_HEADERS)
 
     @app.get("/iiif/manifest/{revision_id}")
     def manifest(request: Request, revision_id: str):
-        view = room.visible(viewer(request))
+        view = seen(request)
         body = revision_manifest(room, view, links(request), view.revision(revision_id))
         return JSONResponse(body, media_type=PRESENTATION_LD, headers=IIIF_HEADERS)
 
@@ -190,7 +218,7 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     def manifest_of_query(request: Request, query_id: str):
         principal = viewer(request)
         record = room.record(principal, query_id)
-        view = room.visible(principal)
+        view = room.visible(principal, when(request, principal, record.as_of))
         evidence = evidence_view(room, view, links(request), record)
         body = query_manifest(room, view, links(request), record, evidence)
         return JSONResponse(body, media_type=PRESENTATION_LD, headers=IIIF_HEADERS)
@@ -221,12 +249,13 @@ def _evidence_json(view) -> dict:
             "documents": [asdict(d) for d in view.documents]}
 
 
-def ask_in_room(settings: MabillonSettings, principal: Principal, question: str):
+def ask_in_room(settings: MabillonSettings, principal: Principal, question: str,
+                as_of: str | None = None):
     """Run the `ask` flow for the viewer; its retriever and models are warm in this process."""
     from flows.ask import AskParams, ask
 
     name = None if principal.principal_id == DEFAULT_PRINCIPAL else principal.principal_id
-    return ask(params=AskParams(question=question, principal=name), settings=settings)
+    return ask(params=AskParams(question=question, principal=name, as_of=as_of), settings=settings)
 
 
 def warm_up(room: ReadingRoom, settings: MabillonSettings) -> None:

@@ -141,7 +141,7 @@ def test_no_channel_or_tool_of_tenant_a_sees_them(two_tenants, who):
              *r.substring_chunks("Pièce retirée", 50)]
     assert found and not any(h.doc_id in HIDDEN for h in found)
     # fetched by id, a hidden chunk answers like one that does not exist
-    doc_of = dict(zip(r.view.chunk_ids, r.view.doc_ids[r.view.doc_codes]))
+    doc_of = dict(zip(r.view.chunk_ids.to_pylist(), r.view.doc_ids[r.view.doc_codes]))
     hidden = [c for c, d in doc_of.items() if d in HIDDEN]
     assert len(hidden) >= len(HIDDEN)
     for chunk_id in hidden:
