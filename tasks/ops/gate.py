@@ -48,7 +48,7 @@ def gate_report(settings: MabillonSettings, manifest: GenerationManifest) -> Gat
     layout = StoreLayout.from_settings(settings)
     serving = read_routing(layout).serving
     report = GateReport(generation=manifest.generation, serving=serving, counts=manifest.counts,
-                        diff={k: len(v) for k, v in manifest.diff.model_dump().items()},
+                        diff={k: v for k, v in manifest.diff.model_dump().items() if isinstance(v, int)},
                         quarantined=manifest.quarantined, validation=manifest.validation)
     questions = settings.gate.questions
     if serving is None:
