@@ -40,11 +40,11 @@ def worker_ingest(corpus: str, home: str) -> dict:
 def worker_embed(corpus: str, model: str, sample: int, repeats: int) -> dict:
     from schemas.lineage import ParsedDocument, ParsedPage
     from schemas.settings import EmbeddingSettings
-    from tasks.ingest.chunk import chunk_document, plan_for
+    from tasks.ingest.chunk import chunk_document, chunk_spec
     from tasks.embedding import load_embedder
 
     embedder = load_embedder(EmbeddingSettings(model=model))
-    plan = plan_for(embedder.count_tokens, 200, embedder.space.max_input_tokens, "bench")
+    plan = chunk_spec(embedder.count_tokens, 200, embedder.space.max_input_tokens, "bench")
     texts: list[str] = []
     for line in open(corpus, encoding="utf-8"):
         rec = json.loads(line)

@@ -1,89 +1,36 @@
-"""Prefect flows `ask` (one question → evidence package + markdown artifact) and `ask-batch`
-(a JSONL of questions, answered with bounded concurrency)."""
+"""Prefect flows `ask` (one question → evidence package, read in the UI as an artifact) and
+`ask-batch` (a JSONL of questions, answered with bounded concurrency).
+
+In a deployment run the asker is whoever holds the access token typed into the form
+(flows/run_access.py); without one, the public default principal. `answer` is the same question
+answered without Prefect: `mabillon ask` when no server runs, and the warm query service of
+`mabillon serve`.
+"""
 from __future__ import annotations
 
 import json
 import logging
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
-from pydantic import BaseModel, Field, field_validator
+from prefect.states import Failed
 
+from flows.answer import (AUTO, SERVING, AskBatchParams, AskBudgets, AskOptions, AskParams,  # noqa: F401
+                          admit, answer, api_key, checked_question, ledger_for, loop_params)
+from flows.run_access import mask_secret_parameters
+from flows.run_names import ask_batch_run_name, ask_run_name
 from schemas.query import EvidencePackage, LoopParams, Question
 from schemas.retrieval import Principal
 from schemas.settings import MabillonSettings
 from tasks.llm.base import Ledger, Provider
 from tasks.llm.registry import make_provider
 from tasks.query.loop import answer_question
-from tasks.query.present import render_markdown
-from tasks.query.principals import resolve_principal
-from tasks.reading.links import evidence_links_markdown
 from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
-
-
-class AskOptions(BaseModel):
-    """The parameter form of `ask` and `ask-batch` (everything but the questions)."""
-
-    principal: str | None = Field(None, description="a name in MABILLON_HOME/principals.json; "
-                                                    "default: the default principal")
-    generation: str | None = Field(None, description="default: the serving generation")
-    provider: str | None = Field(None, description="openai | learned | rules | replay | llamacpp; "
-                                                   "default: openai when an endpoint is set, "
-                                                   "else learned")
-    max_sub_questions: int | None = Field(None, ge=1, description="planner cap M")
-    step_budget: int | None = Field(None, ge=1, description="effective agent steps per sub-question")
-    max_calls: int | None = Field(None, ge=1, description="LLM calls per question")
-    max_tokens: int | None = Field(None, ge=1, description="LLM tokens per question")
-    as_of: str | None = Field(None, description="ISO 8601 date or time: answer as the archive stood then "
-                                                "(validity intervals; default: now)")
-
-    @field_validator("as_of")
-    @classmethod
-    def _readable_as_of(cls, value: str | None) -> str | None:
-        """An unreadable time is refused before anything runs."""
-        from schemas.validity import parse_instant
-
-        return parse_instant(value, "as_of").isoformat() if value and value.strip() else None
-
-
-class AskParams(AskOptions):
-    question: str = Field(..., min_length=3)
-
-
-class AskBatchParams(AskOptions):
-    questions_path: str = Field(..., description="JSONL of {question_id, question, ...}")
-    concurrency: int = Field(4, ge=1, le=64)
-    limit: int | None = Field(None, ge=1)
-    output_path: str | None = Field(None, description="default: <manifests>/reports/ask-batch-*.jsonl")
-
-
-def api_key(settings: MabillonSettings) -> str | None:
-    """Entry-point concern: the key comes from settings or the variable they name."""
-    if settings.llm.api_key is not None:
-        return settings.llm.api_key.get_secret_value()
-    return os.environ.get(settings.llm.api_key_env) if settings.llm.api_key_env else None
-
-
-def loop_params(settings: MabillonSettings, options: AskOptions) -> LoopParams:
-    overrides = {k: v for k, v in (("max_sub_questions", options.max_sub_questions),
-                                   ("step_budget", options.step_budget)) if v is not None}
-    return settings.query.model_copy(update=overrides)
-
-
-def ledger_for(settings: MabillonSettings, options: AskOptions) -> Ledger:
-    return Ledger(max_calls=options.max_calls or settings.llm.max_calls_per_question,
-                  max_tokens=options.max_tokens or settings.llm.max_tokens_per_question)
-
-
-@task(name="resolve-principal", cache_policy=NONE)
-def principal_task(settings: MabillonSettings, name: str | None) -> Principal:
-    return resolve_principal(settings, name)
 
 
 @task(name="open-retriever", cache_policy=NONE)
@@ -98,7 +45,14 @@ def provider_task(settings: MabillonSettings, name: str | None) -> Provider:
     return make_provider(settings.llm, name, api_key(settings))
 
 
-@task(name="answer", cache_policy=NONE, task_run_name="answer-{question_id}")
+def _answer_run_name() -> str:
+    from prefect.runtime import task_run
+
+    question_id = task_run.parameters.get("question_id")
+    return f"answer-{question_id}" if question_id else "answer"
+
+
+@task(name="answer", cache_policy=NONE, task_run_name=_answer_run_name)
 def answer_task(retriever, question: str, question_id: str | None, provider: Provider,
                 params: LoopParams, layout: StoreLayout, principal: Principal,
                 ledger: Ledger) -> EvidencePackage:
@@ -106,18 +60,31 @@ def answer_task(retriever, question: str, question_id: str | None, provider: Pro
                            layout=layout, principal=principal.model_dump(), ledger=ledger)
 
 
-@flow(name="ask")
+def refused(action: str, exc: BaseException):
+    """The run ends Failed with the words of `exc` (an artifact, the state message), no traceback."""
+    from flows.artifacts.failures import publish_failure
+
+    return Failed(message=publish_failure(action, exc), data=exc)
+
+
+@flow(name="ask", flow_run_name=ask_run_name,
+      description="Answer a researcher's question with ranked, cited source documents.")
 def ask(params: AskParams, settings: MabillonSettings | None = None) -> EvidencePackage:
+    from flows.artifacts.evidence import publish_evidence
+
     settings = settings or MabillonSettings()
-    principal = principal_task(settings, params.principal)
-    retriever = retriever_task(settings, principal, params.generation, params.as_of)
-    provider = provider_task(settings, params.provider)
-    package = answer_task(retriever, params.question, None, provider, loop_params(settings, params),
+    mask_secret_parameters()
+    try:
+        question = checked_question(params.question)
+        principal, generation = admit(settings, params)
+        retriever = retriever_task(settings, principal, generation, params.as_of)
+        provider = provider_task(settings, params.provider_name())
+    except Exception as exc:  # refusals, and what opening the generation found wrong
+        return refused("ask", exc)
+    package = answer_task(retriever, question, None, provider, loop_params(settings, params),
                           StoreLayout.from_settings(settings).ensure(), principal,
                           ledger_for(settings, params))
-    create_markdown_artifact(key="ask-evidence", markdown=render_markdown(package)
-                             + evidence_links_markdown(package, settings.reading_room.url),
-                             description="ranked evidence of one TRACE answer")
+    publish_evidence(package, settings)
     return package
 
 
@@ -134,13 +101,18 @@ def read_questions(path: str, limit: int | None = None) -> list[Question]:
     return out
 
 
-@flow(name="ask-batch")
+@flow(name="ask-batch", flow_run_name=ask_batch_run_name,
+      description="Answer every question of a JSONL file; one file of evidence packages out.")
 def ask_batch(params: AskBatchParams, settings: MabillonSettings | None = None) -> dict:
     settings = settings or MabillonSettings()
     layout = StoreLayout.from_settings(settings).ensure()
-    principal = principal_task(settings, params.principal)
-    retriever = retriever_task(settings, principal, params.generation, params.as_of)
-    provider = provider_task(settings, params.provider)
+    mask_secret_parameters()
+    try:
+        principal, generation = admit(settings, params)
+        retriever = retriever_task(settings, principal, generation, params.as_of)
+        provider = provider_task(settings, params.provider_name())
+    except Exception as exc:
+        return refused("ask-batch", exc)
     questions = read_questions(params.questions_path, params.limit)
     lp = loop_params(settings, params)
     # a sliding window of at most `concurrency` questions in flight keeps memory flat

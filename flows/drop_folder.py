@@ -15,9 +15,12 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
+from flows.artifacts.generations import publish_generations
 from flows.release import ReleaseOptions, release
+from flows.run_names import ingest_run_name
 from schemas.generation import IngestResult
 from schemas.settings import MabillonSettings
+from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +62,46 @@ class UriListEntries(BaseModel):
 
 
 def read_uri_list(path: Path) -> UriListEntries:
-    """Local paths, file:// and s3:// URIs become inputs; other schemes (http://, ...) are skipped
-    with the reason, since acquire does not read them."""
+    """Local paths, file:// and s3:// URIs become inputs. Every other line is skipped and named
+    with its reason, never fatal: another scheme (http://, ...), a local path that does not
+    exist (a stray word, a typo), a line that is not text. A list that cannot be read at all is
+    one skipped entry."""
     out = UriListEntries()
-    for line in path.read_text(encoding="utf-8").splitlines():
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        out.skipped.append(f"{path}: the URI list does not exist")
+        return out
+    except (OSError, UnicodeDecodeError) as exc:
+        out.skipped.append(f"{path}: the URI list could not be read ({type(exc).__name__})")
+        return out
+    for number, line in enumerate(text.splitlines(), 1):
         entry = line.strip()
         if not entry or entry.startswith("#"):
             continue
+        where = f"line {number} {entry!r}"
+        if any(ord(c) < 32 for c in entry):
+            out.skipped.append(f"{where}: holds control characters")
+            continue
         parsed = urlparse(entry)
         if parsed.scheme == "file":
-            out.paths.append(unquote(parsed.path))
+            local = Path(unquote(parsed.path))
         elif parsed.scheme == "s3":
-            out.paths.append(entry)  # read with the storage settings (endpoint, credentials)
-        elif not parsed.scheme:  # relative paths are relative to the list file
-            out.paths.append(str((path.parent / entry).resolve()))
+            if not parsed.netloc:
+                out.skipped.append(f"{where}: an s3:// URI needs a bucket")
+            else:
+                out.paths.append(entry)  # read with the storage settings (endpoint, credentials)
+            continue
+        elif not parsed.scheme or len(parsed.scheme) == 1:  # relative to the list; C:\ style too
+            local = (path.parent / entry).resolve()
         else:
-            out.skipped.append(f"{entry}: scheme {parsed.scheme}:// is not read by acquire "
+            out.skipped.append(f"{where}: scheme {parsed.scheme}:// is not read by acquire "
                                "(local paths, file:// and s3:// URIs are)")
+            continue
+        if local.exists():
+            out.paths.append(str(local))
+        else:
+            out.skipped.append(f"{where}: no such file or folder")
     return out
 
 
@@ -105,7 +131,9 @@ def summary_markdown(inputs: UriListEntries, result: IngestResult | None) -> str
     return "\n".join(lines)
 
 
-@flow(name="scheduled-ingest")
+@flow(name="scheduled-ingest", flow_run_name=ingest_run_name,
+      description="Archivists: ingest what sits in the drop folder or the URI list and publish a "
+                  "generation (on a schedule, or now).")
 def scheduled_ingest(params: ScheduledIngestParams,
                      settings: MabillonSettings | None = None) -> IngestResult | None:
     settings = settings or MabillonSettings()
@@ -119,4 +147,6 @@ def scheduled_ingest(params: ScheduledIngestParams,
     result = release(inputs.paths, options, settings) if inputs.paths else None
     create_markdown_artifact(key="scheduled-ingest", markdown=summary_markdown(inputs, result),
                              description="inputs and outcome of one scheduled ingest")
+    # shown on this run too, not only on its `release` subflow run
+    publish_generations(StoreLayout.from_settings(settings))
     return result

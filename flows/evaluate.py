@@ -8,14 +8,14 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from schemas.settings import MabillonSettings
 from tasks.eval.questions import load_questions
 from tasks.eval.report import build_report, markdown_summary, write_run
 from tasks.eval.run import evaluate as run_system
 from tasks.eval.systems import SYSTEMS, Baseline, System, Trace
-from tasks.query.principals import resolve_principal
+from flows.run_access import mask_secret_parameters, run_principal
 from tasks.query.retriever import Retriever
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,9 @@ class EvalOptions(BaseModel):
     limit: int | None = Field(None, description="first N questions only")
     provider: str | None = Field(None, description="LLM provider of `trace` (default: settings)")
     concurrency: int = Field(1, ge=1, description="questions answered at once")
-    principal: str | None = Field(None, description="a name from principals.json; default: "
-                                                    "the default principal")
+    access_token: SecretStr | None = Field(None, description="a reader's token: evaluate over "
+                                           "what it may see (default: the public material)")
+    principal: str | None = Field(None, description="in-process only: a name from principals.json")
     generation: str | None = Field(None, description="default: the serving generation")
     report_dir: str | None = Field(None, description="folder for rows, plots and the report")
 
@@ -69,13 +70,14 @@ def evaluate_system(retriever: Retriever, system: System, questions, ks, concurr
     return run_system(retriever, system, questions, ks, concurrency)
 
 
-@flow(name="evaluate")
+@flow(name="evaluate", description="Recall@k and MRR of retrieval systems on a question set.")
 def evaluate(questions_path: str, options: EvalOptions | None = None,
              settings: MabillonSettings | None = None) -> list[dict]:
     options = options or EvalOptions()
     settings = settings or MabillonSettings()
+    mask_secret_parameters()
     questions = load_questions(Path(questions_path), options.limit)
-    principal = resolve_principal(settings, options.principal)
+    principal = run_principal(settings, options.access_token, options.principal)
     retriever = Retriever.open(settings, principal, options.generation)
     depth = max(max(options.ks), 20)
     summaries = []

@@ -21,8 +21,9 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 from prefect.input.run_input import keyset_from_base_key
 
+from flows.run_access import Refusal
 from schemas.generation import IngestResult
-from schemas.release import Decision, GateDecision
+from schemas.release import Decision, GateDecision, GateTimedOut
 from schemas.retrieval import AccessDenied
 from schemas.settings import MabillonSettings
 from tasks.ingest.crash_points import crash_point
@@ -44,10 +45,6 @@ class GateForm(GateDecision, RunInput):
     """The decision form of a paused release (a RunInput, so the UI shows it on Resume)."""
 
 
-class GateTimedOut(RuntimeError):
-    """Nobody decided in time; the candidate stays staged (the routing history says so)."""
-
-
 def gate_applies(gate: bool | None, settings: MabillonSettings) -> bool:
     """Whether this release waits for a person; refuses, before any work, where nobody could
     answer (no Prefect server: the ephemeral API lives and dies with this process)."""
@@ -56,9 +53,9 @@ def gate_applies(gate: bool | None, settings: MabillonSettings) -> bool:
         from prefect.settings import PREFECT_API_URL
 
         if not PREFECT_API_URL.value():
-            raise RuntimeError("a gated release waits for a person in the Prefect UI: run it through "
-                               "`mabillon serve` (the release deployment) or set PREFECT_API_URL to a "
-                               "running Prefect server; or release without the gate")
+            raise Refusal("a gated release waits for a person in the Prefect UI: run it through "
+                          "`mabillon serve` (the release deployment) or set PREFECT_API_URL to a "
+                          "running Prefect server; or release without the gate")
     return gated
 
 
@@ -120,7 +117,7 @@ def hold_for_decision(result: IngestResult, settings: MabillonSettings,
     assert candidate is not None and result.published
     run_id = _run_id()
     arrival = newest_arrival(layout, candidate)
-    crash_point(settings, layout, "gate-shadow")
+    crash_point(settings.test_crash_point, layout, "gate-shadow")
     report = gate_report_task(settings, candidate)
     create_markdown_artifact(key="release-gate", markdown=gate_markdown(report),
                              description=f"{candidate} waits for a decision")
@@ -144,7 +141,7 @@ def hold_for_decision(result: IngestResult, settings: MabillonSettings,
         try:
             with serialised_release(layout):
                 before = read_routing(layout)
-                crash_point(settings, layout, "gate-switch")
+                crash_point(settings.test_crash_point, layout, "gate-switch")
                 decision, after = apply_decision(layout, settings, candidate, answer, run_id)
                 path = _record(layout, candidate, decision, before, after, arrival, report)
         except (AccessDenied, DecisionRefused, CanaryRefused) as exc:

@@ -1,4 +1,11 @@
-"""Operator flows: promote, roll back, delete (mask now, new generation, purge), collect garbage."""
+"""Operator flows: promote, roll back, canary, delete (mask now, new generation, purge), collect
+garbage.
+
+Run from a deployment (the UI, the API) each needs an operator's access token and the operator's
+name, both recorded in the routing history (flows/run_access.py); called in-process (the CLI)
+they run for the owner of the state root. Each shows what it changed as artifacts: the routing
+switch in words, the generations table, and the last diff.
+"""
 from __future__ import annotations
 
 import logging
@@ -7,29 +14,41 @@ from datetime import timedelta
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
-from pydantic import BaseModel, Field
+from prefect.states import Failed
+from pydantic import BaseModel, Field, SecretStr
 
+from flows.gate import record_publish
+from flows.run_access import Refusal, deployment_run, mask_secret_parameters, run_actor
+from flows.run_names import canary_run_name, delete_run_name, gc_run_name, promote_run_name, rollback_run_name
 from schemas.generation import RoutingRecord
 from schemas.settings import MabillonSettings
-from flows.gate import record_publish
 from tasks.ops import canary as canaries
 from tasks.ops import switching
 from tasks.ops.deletion import publish_without
 from tasks.ops.retention import GcReport, PurgeReport, collect_garbage, purge_documents
-from tasks.store.serialise import serialised_release
+from tasks.store.documents import unknown_documents
 from tasks.store.layout import StoreLayout
 from tasks.store.routing import read_routing
+from tasks.store.serialise import serialised_release
 from tasks.store.tombstones import add_tombstones
 
 log = logging.getLogger(__name__)
 
 
-class PromoteParams(BaseModel):
+class OperatorFields(BaseModel):
+    """Who acts: required in the UI (the form marks them), optional in-process."""
+
+    operator: str | None = Field(None, title="Your name", description="recorded in the routing history")
+    operator_token: SecretStr | None = Field(None, title="Operator's access token",
+                                             description="an access token with the operator role")
+
+
+class PromoteParams(OperatorFields):
     generation: str = Field(description="generation to serve, e.g. g0003")
     reason: str = Field("", description="recorded in the routing history")
 
 
-class CanaryParams(BaseModel):
+class CanaryParams(OperatorFields):
     generation: str | None = Field(None, description="candidate served to the groups below (with stop: "
                                                      "whose canary ends; default every canary)")
     groups: list[str] = Field(default_factory=list, description="groups of principals routed to the candidate")
@@ -37,14 +56,20 @@ class CanaryParams(BaseModel):
     stop: bool = Field(False, description="end the canary instead of starting one")
 
 
-class RollbackParams(BaseModel):
+class RollbackParams(OperatorFields):
     to: str | None = Field(None, description="generation to return to (default: the previously serving one)")
-    reason: str = ""
+    reason: str = Field("", description="recorded in the routing history")
 
 
-class DeleteParams(BaseModel):
-    doc_ids: list[str] = Field(description="documents to delete everywhere")
-    reason: str = Field("", description="why (rights, request, error) — kept with the tombstone")
+class DeleteParams(OperatorFields):
+    doc_ids: list[str] = Field(description="documents to delete everywhere (see `mabillon documents`)")
+    reason: str = Field("", description="why (rights, request, error): kept with the tombstone")
+    force: bool = Field(False, description="tombstone ids the serving generation does not hold "
+                                           "(e.g. to refuse a document before it is ever ingested)")
+
+
+class GcParams(OperatorFields):
+    pass
 
 
 class DeletionResult(BaseModel):
@@ -57,28 +82,52 @@ class DeletionResult(BaseModel):
     purge: PurgeReport | None = None
 
 
-def _routing_markdown(routing: RoutingRecord) -> str:
+def _refused(action: str, exc: BaseException):
+    from flows.artifacts.failures import publish_failure
+
+    return Failed(message=publish_failure(action, exc), data=exc)
+
+
+def _show_state(layout: StoreLayout, routing: RoutingRecord, changed: bool) -> None:
+    from flows.artifacts.generations import publish_generations
+
+    create_markdown_artifact(key="routing", markdown=routing_markdown(routing, changed),
+                             description="what serves now")
+    publish_generations(layout)
+
+
+def routing_markdown(routing: RoutingRecord, changed: bool = True) -> str:
     last = routing.history[-1] if routing.history else None
     lines = [f"# Serving: {routing.serving}"]
     lines += [f"Canary: {c.generation} → groups {', '.join(c.groups)} (since {c.since:%Y-%m-%d %H:%M:%S})"
               for c in routing.canaries]
-    if last:
+    if not changed:
+        lines.append(f"{routing.serving} was already serving; nothing changed.")
+    elif last:
         lines.append(f"{last.action} by {last.actor} at {last.at:%Y-%m-%d %H:%M:%S}: "
                      f"{last.from_generation} → {last.to_generation}. {last.reason}")
     return "\n\n".join(lines)
 
 
-def _switch(settings: MabillonSettings | None, switch) -> RoutingRecord:
-    """Run one routing switch under the release serialisation and show the result in the UI."""
+def _switch(action: str, settings: MabillonSettings | None, params: OperatorFields, switch):
+    """One routing switch under the release serialisation, shown in the UI."""
     settings = settings or MabillonSettings()
+    mask_secret_parameters()
     layout = StoreLayout.from_settings(settings)
-    with serialised_release(layout):
-        routing = switch(layout, settings.actor)
-    create_markdown_artifact(key="routing", markdown=_routing_markdown(routing))
+    try:
+        actor = run_actor(settings, params.operator_token, params.operator)
+        with serialised_release(layout):
+            before = read_routing(layout)
+            routing = switch(layout, actor)
+    except (Refusal, switching.GenerationUnavailable, canaries.CanaryRefused) as exc:
+        return _refused(action, exc)
+    _show_state(layout, routing, changed=len(routing.history) > len(before.history))
     return routing
 
 
-@flow(name="promote")
+@flow(name="promote", flow_run_name=promote_run_name,
+      description="Operators: serve another published generation (one atomic switch of index and "
+                  "query encoder). Shows what serves now and the generations.")
 def promote(params: PromoteParams, settings: MabillonSettings | None = None) -> RoutingRecord:
     def switch(layout: StoreLayout, actor: str) -> RoutingRecord:
         before = read_routing(layout).serving
@@ -86,10 +135,12 @@ def promote(params: PromoteParams, settings: MabillonSettings | None = None) -> 
         if routing.serving != before:
             record_publish(layout, params.generation, actor, params.reason, action="promote", via="promote")
         return routing
-    return _switch(settings, switch)
+    return _switch("promote", settings, params, switch)
 
 
-@flow(name="canary")
+@flow(name="canary", flow_run_name=canary_run_name,
+      description="Operators: serve a candidate generation to named groups of principals only "
+                  "(everyone else stays on the serving one); promote, rollback or stop end it.")
 def canary(params: CanaryParams, settings: MabillonSettings | None = None) -> RoutingRecord:
     """Route named groups to a candidate (everyone else stays on the serving generation), or end it."""
     settings = settings or MabillonSettings()
@@ -102,48 +153,101 @@ def canary(params: CanaryParams, settings: MabillonSettings | None = None) -> Ro
         routing = canaries.start(layout, settings, params.generation, params.groups, actor, params.reason)
         record_publish(layout, params.generation, actor, params.reason, action="canary", via="canary")
         return routing
-    return _switch(settings, switch)
+    return _switch("canary", settings, params, switch)
 
 
-@flow(name="rollback")
+@flow(name="rollback", flow_run_name=rollback_run_name,
+      description="Operators: serve the previously serving generation again (or the one named).")
 def rollback(params: RollbackParams, settings: MabillonSettings | None = None) -> RoutingRecord:
-    return _switch(settings, lambda layout, actor: switching.rollback(layout, actor, params.to, params.reason))
+    return _switch("rollback", settings, params, lambda layout, actor: switching.rollback(
+        layout, actor, params.to, params.reason))
 
 
-@flow(name="delete")
+def unknown_words(unknown: dict[str, list[str]]) -> str:
+    parts = [f"{d!r}" + (f" (did you mean {', '.join(repr(s) for s in near)}?)" if near else "")
+             for d, near in unknown.items()]
+    return (f"no document {', '.join(parts)} in the serving generation; nothing was deleted. "
+            "Force it to tombstone an id that is not ingested yet.")
+
+
+@flow(name="delete", flow_run_name=delete_run_name,
+      description="Operators: delete documents from every answer at once and from every copy on "
+                  "disk (a rights request, an error). Needs a reason.")
 def delete(params: DeleteParams, settings: MabillonSettings | None = None) -> DeletionResult:
     """Mask at once, publish a generation without them, purge now or after the window."""
     settings = settings or MabillonSettings()
+    mask_secret_parameters()
     layout = StoreLayout.from_settings(settings).ensure()
-    doc_ids = list(dict.fromkeys(params.doc_ids))
+    doc_ids = list(dict.fromkeys(d.strip() for d in params.doc_ids if d.strip()))
+    try:
+        actor = run_actor(settings, params.operator_token, params.operator)
+        if not doc_ids:
+            raise Refusal("name at least one document to delete")
+        if deployment_run() and not params.reason.strip():
+            raise Refusal("give the reason for this deletion: it is kept with the tombstone")
+        unknown = unknown_documents(layout, doc_ids)
+        if unknown and not params.force:
+            raise Refusal(unknown_words(unknown))
+    except Refusal as exc:
+        return _refused("delete", exc)
     start = time.perf_counter()
     with serialised_release(layout):
-        add_tombstones(layout, doc_ids, settings.actor, params.reason)  # the mask, for every generation
+        add_tombstones(layout, doc_ids, actor, params.reason)  # the mask, for every generation
         masked = time.perf_counter() - start
-        generation, unknown = publish_without(layout, settings, doc_ids, params.reason)
-        published = time.perf_counter() - start if len(unknown) < len(doc_ids) else None
+        generation, unknown_ids = publish_without(layout, settings.model_copy(update={"actor": actor}),
+                                                  doc_ids, params.reason)
+        published = time.perf_counter() - start if len(unknown_ids) < len(doc_ids) else None
         if published is not None:  # a new generation serves: it gets its release record
-            record_publish(layout, generation, settings.actor, f"delete: {params.reason}".strip(), via="delete")
+            record_publish(layout, generation, actor, f"delete: {params.reason}".strip(), via="delete")
         purge, purged = None, None
         if settings.retention.deletion_window_s <= 0:  # otherwise `mabillon gc` purges once it passed
             purge = purge_documents(layout, set(doc_ids))
             purged = time.perf_counter() - start
-    result = DeletionResult(doc_ids=doc_ids, unknown=unknown, generation=generation, masked_after_s=masked,
-                            published_after_s=published, purged_after_s=purged, purge=purge)
-    create_markdown_artifact(key="deletion", markdown=(
-        f"# Deleted {len(doc_ids)} document(s)\n\nmasked after {masked * 1000:.1f} ms; "
-        f"new generation {generation}; purged: {'yes' if purge else 'after the retention window'}"))
+    result = DeletionResult(doc_ids=doc_ids, unknown=unknown_ids, generation=generation,
+                            masked_after_s=masked, published_after_s=published,
+                            purged_after_s=purged, purge=purge)
+    create_markdown_artifact(key="deletion", markdown=deletion_markdown(result, actor, params.reason))
+    from flows.artifacts.generations import publish_generations
+
+    publish_generations(layout)
     return result
 
 
-@flow(name="gc")
-def gc(settings: MabillonSettings | None = None) -> GcReport:
+def deletion_markdown(r: DeletionResult, actor: str, reason: str) -> str:
+    lines = [f"# Deleted {len(r.doc_ids)} document(s)", "",
+             f"By {actor}: {reason or '(no reason given)'}", "",
+             *(f"- `{d}`" + (" (not in the serving generation: tombstoned only)" if d in r.unknown else "")
+               for d in r.doc_ids), "",
+             f"Gone from answers after {r.masked_after_s * 1000:.1f} ms."]
+    if r.published_after_s is not None:
+        lines.append(f"Generation {r.generation} without them serves after {r.published_after_s:.2f} s.")
+    lines.append(f"Gone from disk after {r.purged_after_s:.2f} s." if r.purged_after_s is not None
+                 else "Removed from disk once the retention window has passed (gc).")
+    return "\n".join(lines)
+
+
+@flow(name="gc", flow_run_name=gc_run_name,
+      description="Operators: retire generations beyond the retention policy and remove them, and "
+                  "deleted documents past their window, from disk.")
+def gc(params: GcParams | None = None, settings: MabillonSettings | None = None) -> GcReport:
     settings = settings or MabillonSettings()
+    params = params or GcParams()
+    mask_secret_parameters()
     layout = StoreLayout.from_settings(settings)
+    try:
+        run_actor(settings, params.operator_token, params.operator)
+    except Refusal as exc:
+        return _refused("gc", exc)
     with serialised_release(layout):
         report = collect_garbage(layout, settings.retention.keep_last,
                                  timedelta(seconds=settings.retention.deletion_window_s))
-    create_markdown_artifact(key="gc", markdown=f"# Garbage collection\n\nkept {report.kept}; retired {report.retired}")
+    create_markdown_artifact(key="gc", markdown=(
+        f"# Garbage collection\n\nkept {', '.join(report.kept) or 'nothing'}; retired "
+        f"{', '.join(report.retired) or 'nothing'}; removed {report.cache_files_removed} cache files "
+        f"and {report.blobs_removed} blobs"))
+    from flows.artifacts.generations import publish_generations
+
+    publish_generations(layout)
     return report
 
 

@@ -1,16 +1,17 @@
-"""`mabillon serve`: a Prefect server (started here, or the one PREFECT_API_URL names) and the
-operator deployments, each with a typed parameter form in the UI.
+"""`mabillon serve`'s deployments: each flow with a description that says what it does and for
+whom, a parameter form fixed for people (flows/forms.py), a run name from its parameters, and
+the forms re-registered whenever the generations change.
 
 Deployment runs build their settings from the environment of the serving process
 (MABILLON_HOME, MABILLON_…), so the `settings` parameter of a flow is hidden from the form.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
-import os
-import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +27,10 @@ from flows.ask import ask, ask_batch
 from flows.drop_folder import scheduled_ingest
 from flows.evaluate import evaluate
 from flows.operate import canary, delete, gc, promote, rollback
-from flows.release import release
-from schemas.settings import ServeSettings
+from flows.prefect_server import (DIE_WITH_PARENT, PrefectServer, api_url_for, start_server,  # noqa: F401
+                                  stop_group, wait_healthy)
+from flows.release import release_flow
+from schemas.settings import MabillonSettings, ServeSettings
 
 log = logging.getLogger(__name__)
 
@@ -37,101 +40,16 @@ HIDDEN_PARAMETERS = ("settings",)
 ONE_AT_A_TIME = ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.ENQUEUE)
 
 
-@dataclass
-class PrefectServer:
-    api_url: str
-    process: subprocess.Popen | None = None  # None: a server we did not start
-
-    @property
-    def ui_url(self) -> str:
-        return self.api_url.removesuffix("/api")
-
-    def stop(self, timeout_s: float = 20) -> None:
-        """Stop the server and its workers (the whole process group)."""
-        stop_group(self.process, timeout_s)
-
-
-def stop_group(process: subprocess.Popen | None, timeout_s: float = 20) -> None:
-    """SIGTERM a child's process group, SIGKILL it if it has not gone within `timeout_s`."""
-    if process is None or process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout_s)
-
-
-def api_url_for(host: str, port: int) -> str:
-    # The browser calls the API at this address; a wildcard bind is reached via loopback.
-    reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    return f"http://{reachable}:{port}/api"
-
-
-def wait_healthy(api_url: str, timeout_s: float, process: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"Prefect server exited with code {process.returncode} before it "
-                               f"answered at {api_url}; see its log")
-        try:
-            if httpx.get(f"{api_url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"Prefect server did not answer at {api_url} within {timeout_s:.0f}s")
-
-
-# Run in the child before exec'ing the server: SIGTERM when the starting process dies, even by
-# SIGKILL, so no server outlives `mabillon serve` or a test session. (An exec wrapper rather than
-# preexec_fn: preexec_fn forces a Python-level fork, which lancedb's fork hooks warn about.)
-DIE_WITH_PARENT = ("import ctypes, os, signal, sys; "
-                   "ctypes.CDLL(None).prctl(1, signal.SIGTERM); "  # 1 = PR_SET_PDEATHSIG
-                   "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
-
-
-def start_server(host: str, port: int, log_path: Path, prefect_home: Path | None = None,
-                 timeout_s: float = 120) -> PrefectServer:
-    """Start `prefect server start` in its own process group and wait until it answers.
-
-    PREFECT_UI_API_URL must name the server's own API: the UI bundle defaults to port 4200 and
-    otherwise shows an error and no data.
-    """
-    api_url = api_url_for(host, port)
-    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_UI_API_URL": api_url,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    if prefect_home is not None:
-        env["PREFECT_HOME"] = str(prefect_home)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as sink:
-        process = subprocess.Popen(
-            [sys.executable, *(("-c", DIE_WITH_PARENT) if sys.platform == "linux" else ()),
-             "-m", "prefect", "server", "start", "--host", host, "--port", str(port)],
-            env=env, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-    server = PrefectServer(api_url=api_url, process=process)
-    try:
-        wait_healthy(api_url, timeout_s, process)
-    except BaseException:
-        server.stop()
-        raise
-    log.info("Prefect server at %s (log %s)", server.ui_url, log_path)
-    return server
-
-
-def operator_form(deployment: RunnerDeployment, flow: Flow) -> RunnerDeployment:
-    """Drop hidden parameters from the deployment's parameter schema, so the UI form shows only
-    the typed parameter models (Prefect has no public switch for this)."""
+def form_of(flow: Flow):
+    """The flow's parameter schema without the hidden parameters (Prefect has no public switch
+    for this), keeping only the definitions still referenced."""
     schema = parameter_schema(flow)
     for name in HIDDEN_PARAMETERS:
         schema.properties.pop(name, None)
         if name in schema.required:
             schema.required.remove(name)
     schema.definitions = reachable_definitions(schema.properties, schema.definitions)
-    deployment._parameter_openapi_schema = schema
-    return deployment
+    return schema
 
 
 def reachable_definitions(properties: dict, definitions: dict) -> dict:
@@ -153,29 +71,117 @@ def reachable_definitions(properties: dict, definitions: dict) -> dict:
     return keep
 
 
-def build_deployments(serve_settings: ServeSettings) -> list[RunnerDeployment]:
-    ingest_params = {"params": {"drop_folder": serve_settings.drop_folder,  # a folder or s3:// prefix
-                                "uri_list": str(serve_settings.uri_list)
-                                if serve_settings.uri_list else None}}
-    specs: list[tuple[Flow, dict]] = [
+def deployment_specs(serve_settings: ServeSettings) -> list[tuple[Flow, dict]]:
+    """Each served flow with its deployment options (add a deployment here)."""
+    # only what is set: the form's schema has no null (flows/forms.py)
+    ingest_params = {"params": {k: v for k, v in (
+        ("drop_folder", serve_settings.drop_folder),  # a folder or s3:// prefix
+        ("uri_list", str(serve_settings.uri_list) if serve_settings.uri_list else None)) if v}}
+    return [
         (scheduled_ingest, {"cron": serve_settings.ingest_cron, "parameters": ingest_params,
                             "concurrency_limit": ONE_AT_A_TIME}),
-        *((f, {"concurrency_limit": ONE_AT_A_TIME}) for f in (release, promote, rollback, canary, delete, gc)),
+        *((f, {"concurrency_limit": ONE_AT_A_TIME}) for f in (release_flow, promote, rollback, canary, delete, gc)),
         (ask, {}),
         (ask_batch, {}),
         (evaluate, {}),
     ]
-    # Module entrypoints load from the installed package, whatever the serving directory.
-    return [operator_form(f.to_deployment(name=f.name, tags=["mabillon"],
-                                          entrypoint_type=EntrypointType.MODULE_PATH, **kwargs), f)
-            for f, kwargs in specs]
+
+
+def forms_and_descriptions(flows: list[Flow], settings: MabillonSettings) -> dict[str, tuple]:
+    """flow name → (parameter schema, description), built from the state as it is now."""
+    from flows.forms import GenerationChoices, apply_forms, deployment_description
+
+    schemas = {f.name: form_of(f) for f in flows}
+    apply_forms(schemas, settings)
+    gens = GenerationChoices.read(settings)
+    return {name: (schema, deployment_description(name, gens) or None)
+            for name, schema in schemas.items()}
+
+
+def build_deployments(settings: MabillonSettings | ServeSettings) -> list[RunnerDeployment]:
+    if isinstance(settings, ServeSettings):
+        settings = MabillonSettings(serve=settings)
+    specs = deployment_specs(settings.serve)
+    forms = forms_and_descriptions([f for f, _ in specs], settings)
+    out = []
+    for f, kwargs in specs:
+        schema, description = forms[f.name]
+        # Module entrypoints load from the installed package, whatever the serving directory.
+        d = f.to_deployment(name=f.name, tags=["mabillon"], description=description,
+                            entrypoint_type=EntrypointType.MODULE_PATH, **kwargs)
+        d._parameter_openapi_schema = schema
+        out.append(d)
+    return out
+
+
+def state_stamp(settings: MabillonSettings) -> tuple:
+    """Changes whenever what the forms show changes (routing record, manifests)."""
+    from tasks.store.layout import StoreLayout
+
+    layout = StoreLayout.from_settings(settings)
+    stamps = []
+    for path in (layout.routing, layout.generations):
+        try:
+            st = path.stat()
+            stamps.append((st.st_mtime_ns, st.st_size))
+        except FileNotFoundError:
+            stamps.append(None)
+    return tuple(stamps)
+
+
+class FormRefresher:
+    """Re-registers the forms and descriptions while serving, whenever the routing record or the
+    manifests change: the generation choices and "now serving" stay true after a release, a
+    promotion or a rollback, not only at the last start of `mabillon serve`."""
+
+    def __init__(self, deployments: list[RunnerDeployment], settings: MabillonSettings,
+                 every_s: float = 3.0):
+        self.deployments, self.settings, self.every_s = deployments, settings, every_s
+        self.stamp = state_stamp(settings)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="form-refresher", daemon=True)
+
+    def __enter__(self) -> "FormRefresher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            stamp = state_stamp(self.settings)
+            if stamp != self.stamp:
+                try:
+                    self.refresh()
+                    self.stamp = stamp
+                except Exception as exc:  # the server may be starting or stopping; try again
+                    log.info("forms not refreshed yet: %s", exc)
+
+    def refresh(self) -> None:
+        from prefect.client.orchestration import get_client
+        from prefect.client.schemas.actions import DeploymentUpdate
+
+        forms = forms_and_descriptions([d.flow for d in self.deployments if d.flow], self.settings)
+        with get_client(sync_client=True) as client:
+            for d in self.deployments:
+                if d.flow is None or d.flow.name not in forms:
+                    continue
+                schema, description = forms[d.flow.name]
+                found = client.read_deployment_by_name(f"{d.flow.name}/{d.name}")
+                client.update_deployment(found.id, DeploymentUpdate(
+                    description=description, parameter_openapi_schema=schema))
+        log.info("deployment forms refreshed")
 
 
 def serve_deployments(deployments: list[RunnerDeployment], api_url: str,
-                      limit: int | None = None) -> None:
+                      limit: int | None = None, settings: MabillonSettings | None = None) -> None:
     """Register the deployments with the server at `api_url` and run their flow runs here until
-    interrupted. Runs inherit this process's environment, so MABILLON_HOME must name the home."""
-    with temporary_settings({PREFECT_API_URL: api_url}):
+    interrupted. Runs inherit this process's environment, so MABILLON_HOME must name the home.
+    With `settings`, the forms follow the state while serving (FormRefresher)."""
+    with temporary_settings({PREFECT_API_URL: api_url}), contextlib.ExitStack() as stack:
+        if settings is not None:
+            stack.enter_context(FormRefresher(deployments, settings))
         log.info("serving %d deployments against %s", len(deployments), api_url)
         serve(*deployments, limit=limit, print_starting_message=False)
 

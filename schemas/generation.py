@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from schemas.embedding import EmbeddingSpace
 from schemas.indexes import IndexContract
+from schemas.lineage import ParsedDocument, Revision
 
 
 class Counts(BaseModel):
@@ -23,6 +24,12 @@ class RunCounts(BaseModel):
     changed: int = 0
     unchanged: int = 0
     quarantined: int = 0
+    # how the run ran: the task runner ("local" or "dask"), how many workers it had, how many
+    # pages it read by OCR (not counting pages resumed from the caches), and each stage's seconds
+    runner: str = "local"
+    workers: int = 1
+    ocr_pages: int = 0
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
 
 
 class Quarantined(BaseModel):
@@ -32,6 +39,28 @@ class Quarantined(BaseModel):
     reason: str
     digest: str | None = None
     line: int | None = None
+
+
+class Screened(BaseModel):
+    """What a screening stage (acquire, inspect) let through, and every input refused so far.
+
+    Each stage takes the previous one's Screened and hands on its own, so the refusals of the
+    whole run travel with the revisions instead of being added up by the flow.
+    """
+
+    kept: list[Revision] = Field(default_factory=list)
+    quarantined: list[Quarantined] = Field(default_factory=list)
+    # pages (PDF) or frames (images) of a kept revision, as inspection counted them; the parse
+    # stage splits a long scan by page. Absent: one page, or a format without pages.
+    pages: dict[str, int] = Field(default_factory=dict)
+
+
+class Parsed(BaseModel):
+    """The parse stage's output: each parsed revision's document, and the refusals so far."""
+
+    documents: dict[str, ParsedDocument] = Field(default_factory=dict)  # by revision_id
+    quarantined: list[Quarantined] = Field(default_factory=list)
+    ocr_pages: int = 0  # pages read by OCR in this run (pages resumed from the cache not counted)
 
 
 class SourceDiff(BaseModel):
@@ -229,10 +258,19 @@ class RoutingRecord(BaseModel):
 
 
 class GenerationStatus(BaseModel):
+    """One line of `mabillon generations`. `status`: serving; staged (published, never served);
+    retired (served before and replaced, or removed by gc: see `data_kept`)."""
+
     generation: str
     status: Literal["serving", "canary", "staged", "retired"]
     created_at: datetime
-    counts: Counts
+    counts: Counts  # what the generation holds now (after any purge of deleted documents)
+    parent: str | None = None
+    served: bool = False  # has served at some point
+    data_kept: bool = True  # False once gc removed its data: it can no longer be served
+    pinned: bool = False
+    purged_sources: int = 0  # sources physically removed after publication (deletions)
+    counts_at_publish: Counts | None = None  # set when a purge changed the counts
 
 
 class IngestResult(BaseModel):

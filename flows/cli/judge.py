@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import shlex
 import sys
 
-from flows.cli.main import emit
+from flows.cli.main import add_command, emit
 from schemas.settings import MabillonSettings
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("train-judge", parents=[common],
-                       help="train the learned relevance judge from development questions")
+    p = add_command(sub, common, "train-judge",
+                    "train the learned relevance judge from development questions",
+                    "mabillon train-judge ../shared/histqa1887/dev.jsonl --cv 5 --report reports/judge")
     p.add_argument("questions", help="JSONL with gold_ids, e.g. ../shared/histqa1887/dev.jsonl "
                                      "(its corpus must be published in --home)")
     p.add_argument("--output", help="model file (default: the packaged tasks/llm/judge.joblib)")
@@ -45,7 +45,6 @@ def cmd_train_judge(args: argparse.Namespace, settings: MabillonSettings) -> int
     from flows.train_judge import TrainJudgeOptions, train_judge
     from tasks.llm.judge_model import PACKAGED
 
-    logging.basicConfig(level=logging.WARNING)
     options = TrainJudgeOptions(questions=args.questions, output=args.output or str(PACKAGED),
                                 cv_folds=args.cv, report_dir=args.report,
                                 concurrency=args.concurrency, generation=args.generation,

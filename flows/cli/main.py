@@ -1,7 +1,9 @@
 """`mabillon` command line: builds the settings once, dispatches to a command module.
 
 Each command module exposes `register(subparsers, common)`; adding a command is adding a module
-to COMMAND_MODULES. Only this layer prints; `--json` prints exactly one JSON document on stdout.
+to COMMAND_MODULES. Only this layer prints; `--json` prints exactly one JSON document on stdout,
+errors included (`{"error": ..., "code": ...}`). Every failure is one or two lines on stderr and
+an exit code per kind (flows/cli/errors.py); `--debug` brings the traceback back.
 """
 from __future__ import annotations
 
@@ -12,10 +14,13 @@ import os
 import sys
 from pathlib import Path
 
+from flows.cli.errors import Exit, explain
+from flows.cli.quiet import configured_output, quiet_environment
 from schemas.settings import MabillonSettings
 
 COMMAND_MODULES = [
     "flows.cli.release",
+    "flows.cli.documents",
     "flows.cli.ops",
     "flows.cli.ask",
     "flows.cli.eval",
@@ -24,12 +29,31 @@ COMMAND_MODULES = [
     "flows.cli.reading_room",
 ]
 
+EPILOG = """\
+first steps:
+  mabillon ingest docs/sample            publish a generation of the bundled sample
+  mabillon documents --match conseil     find a document id
+  mabillon ask "Qui présidait la séance ?"
+Options --home, --json, -v and --debug go before or after the command.
+`mabillon COMMAND --help` shows each command's options and an example."""
+
 
 def build_settings(args: argparse.Namespace) -> MabillonSettings:
     overrides = {}
     if getattr(args, "home", None):
         overrides["home"] = Path(args.home).resolve()
+    if not os.environ.get("MABILLON_ACTOR"):  # the routing history names who ran the command
+        overrides["actor"] = login_name()
     return MabillonSettings(**overrides)
+
+
+def login_name() -> str:
+    import getpass
+
+    try:
+        return f"{getpass.getuser()} (cli)"
+    except (KeyError, OSError):  # no user name for this uid (a container)
+        return "local-operator"
 
 
 def emit(args: argparse.Namespace, payload, human: str) -> None:
@@ -38,50 +62,108 @@ def emit(args: argparse.Namespace, payload, human: str) -> None:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, default=str) + "\n")
     else:
         sys.stdout.write(human.rstrip("\n") + "\n")
+    sys.stdout.flush()
 
 
-def common_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--home", help="state root holding warehouse/ and manifests/ "
-                                       "(default: $MABILLON_HOME or the project root)")
-    common.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    return common
+def add_global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    """The options every command takes. On the subcommands their default is SUPPRESS, so a value
+    given before the command is not reset by the subcommand's own default."""
+    default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
+    parser.add_argument("--home", default=default(None), metavar="DIR",
+                        help="state root holding warehouse/ and manifests/ "
+                             "(default: $MABILLON_HOME or the project folder)")
+    parser.add_argument("--json", action="store_true", default=default(False),
+                        help="print one JSON document on stdout (errors too)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=default(False),
+                        help="show what the libraries log (Prefect, models, storage)")
+    parser.add_argument("--debug", action="store_true", default=default(False),
+                        help="log everything and show the traceback of a failure")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the example lines of each command's epilog as written."""
+
+
+class UsageError(Exception):
+    def __init__(self, message: str, prog: str):
+        super().__init__(message)
+        self.prog = prog
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing, so a usage error follows the same rules as any
+    other (one line, exit code 2, the JSON document with --json)."""
+
+    def error(self, message: str):
+        raise UsageError(message, self.prog)
+
+
+def add_command(sub, common, name: str, help: str, example: str, **kwargs) -> argparse.ArgumentParser:
+    """A subcommand with the global options and one example in its help."""
+    return sub.add_parser(name, parents=[common], help=help, description=help[:1].upper() + help[1:] + ".",
+                          epilog=f"example:\n  {example}", formatter_class=HelpFormatter, **kwargs)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+
+    try:
+        return dist_version("mabillon")
+    except PackageNotFoundError:  # a checkout run without installing
+        return "unknown"
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mabillon", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    common = common_parser()
+    parser = Parser(prog="mabillon", description="Mabillon: ingest archives into validated, "
+                    "versioned generations; answer questions with cited source documents.",
+                                     epilog=EPILOG, formatter_class=HelpFormatter)
+    add_global_options(parser, suppress=False)
+    parser.add_argument("--version", action="version", version=f"mabillon {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = Parser(add_help=False)
+    add_global_options(common, suppress=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, common)
     return parser
 
 
-def quiet_libraries() -> None:
-    # Models and analytics stay local: no hub lookups, no usage pings from this process.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
+def fail(args: argparse.Namespace | None, exc: BaseException) -> int:
+    """One or two lines on stderr (and the JSON error document with --json); the exit code."""
+    explained = explain(exc)
+    if args is not None and getattr(args, "json", False):
+        sys.stdout.write(json.dumps(explained.as_json(), ensure_ascii=False) + "\n")
+    sys.stderr.write("\n".join(explained.lines()) + "\n")
+    return int(explained.code)
+
+
+def usage_failure(exc: UsageError, as_json: bool) -> int:
+    from flows.cli.errors import CliError
+
+    error = CliError(exc.args[0], Exit.USAGE, f"see: {exc.prog} --help")
+    return fail(argparse.Namespace(json=as_json), error)
 
 
 def main(argv: list[str] | None = None) -> int:
-    quiet_libraries()
-    args = make_parser().parse_args(argv)
-    settings = build_settings(args)
+    quiet_environment()
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        return int(args.func(args, settings) or 0)
+        args = make_parser().parse_args(argv)
+    except SystemExit as exc:  # --help or --version, printed by argparse
+        return int(exc.code or 0)
+    except UsageError as exc:
+        return usage_failure(exc, as_json="--json" in argv)
+    debug = args.debug or bool(os.environ.get("MABILLON_DEBUG"))
+    try:
+        with configured_output(verbose=args.verbose, debug=debug):
+            settings = build_settings(args)
+            return int(args.func(args, settings) or 0)
     except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # refusals and failures: a readable message, non-zero exit
-        if os.environ.get("MABILLON_DEBUG"):
+        sys.stderr.write("mabillon: interrupted\n")
+        return int(Exit.INTERRUPTED)
+    except Exception as exc:  # refusals and failures: a readable message, a distinct exit code
+        if debug:
             raise
-        if getattr(args, "json", False):
-            sys.stdout.write(json.dumps({"error": type(exc).__name__, "message": str(exc)}) + "\n")
-        sys.stderr.write(f"mabillon: {type(exc).__name__}: {exc}\n")
-        return 1
+        return fail(args, exc)
 
 
 if __name__ == "__main__":

@@ -1,87 +1,142 @@
-"""CLI commands of operations: promote, rollback, diff, delete, gc, pin."""
+"""CLI commands of operations: promote, rollback, canary, diff, shadow, delete, gc, pin.
+
+`diff` reads the state files directly (no Prefect). The others that change state run their flow,
+reporting to the Prefect server of a running `mabillon serve` when there is one.
+"""
 from __future__ import annotations
 
 import argparse
 
-from flows.cli.main import emit
+from flows.cli.errors import CliError, Exit
+from flows.cli.main import add_command, emit
 from schemas.settings import MabillonSettings
-from tasks.store.layout import StoreLayout
+
+
+def _layout(settings: MabillonSettings):
+    from tasks.store.layout import StoreLayout
+
+    return StoreLayout.from_settings(settings)
+
+
+def _routing(settings: MabillonSettings):
+    from tasks.store.routing import read_routing
+
+    return read_routing(_layout(settings))
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("promote", parents=[common], help="serve a generation (atomic switch)")
+    p = add_command(sub, common, "promote", "serve a generation (one atomic switch)",
+                    'mabillon promote g0003 --reason "new intake"')
     p.add_argument("generation")
-    p.add_argument("--reason", default="")
+    p.add_argument("--reason", default="", help="recorded in the routing history")
     p.set_defaults(func=cmd_promote)
 
-    p = sub.add_parser("rollback", parents=[common], help="serve the previously serving generation again")
-    p.add_argument("--to", help="generation to return to")
-    p.add_argument("--reason", default="")
+    p = add_command(sub, common, "rollback", "serve the previously serving generation again",
+                    'mabillon rollback --reason "bad OCR in g0004"')
+    p.add_argument("--to", help="generation to return to (default: the one that served before)")
+    p.add_argument("--reason", default="", help="recorded in the routing history")
     p.set_defaults(func=cmd_rollback)
 
-    p = sub.add_parser("canary", parents=[common], help="serve a candidate generation to named groups "
-                                                        "only (ended by promote, rollback or --stop)")
+    p = add_command(sub, common, "canary", "serve a candidate generation to named groups only "
+                    "(ended by promote, rollback or --stop)", "mabillon canary g0004 --groups staff")
     p.add_argument("generation", nargs="?", help="the candidate (with --stop: whose canary ends; default all)")
     p.add_argument("--groups", default="", help="comma-separated groups of principals routed to the candidate")
-    p.add_argument("--reason", default="")
+    p.add_argument("--reason", default="", help="recorded in the routing history and the release record")
     p.add_argument("--stop", action="store_true", help="end the canary instead of starting one")
     p.set_defaults(func=cmd_canary)
 
-    p = sub.add_parser("diff", parents=[common], help="sources, counts, model and parsers between two generations")
+    p = add_command(sub, common, "diff", "what changed between two generations: sources, counts, "
+                    "model, parsers", "mabillon diff g0002 g0003")
     p.add_argument("a")
     p.add_argument("b")
     p.set_defaults(func=cmd_diff)
 
-    p = sub.add_parser("shadow", parents=[common], help="compare a staged generation with the serving one on questions")
+    p = add_command(sub, common, "shadow", "compare a staged generation with the serving one on "
+                    "a question set", "mabillon shadow g0003 questions.jsonl --k 10")
     p.add_argument("generation")
     p.add_argument("questions", help="JSONL: question, optional question_id and gold_ids")
     p.add_argument("--system", default="hybrid", choices=["bm25", "dense", "hybrid"])
-    p.add_argument("--k", type=int, default=10)
-    p.add_argument("--principal")
+    p.add_argument("--k", type=int, default=10, help="cut-off of recall and overlap")
+    p.add_argument("--principal", help="a name in principals.json (default: the default principal)")
     p.set_defaults(func=cmd_shadow)
 
-    p = sub.add_parser("delete", parents=[common], help="delete documents from every answer and every copy")
-    p.add_argument("doc_ids", nargs="+")
-    p.add_argument("--reason", default="")
+    p = add_command(sub, common, "delete", "delete documents from every answer at once and from "
+                    "every copy on disk", 'mabillon delete jo-1887-03-02 --reason "rights request"')
+    p.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+    p.add_argument("--reason", required=True, help="why (rights, request, error): kept with the tombstone")
+    p.add_argument("--force", action="store_true",
+                   help="tombstone ids the serving generation does not hold (never to be ingested)")
     p.set_defaults(func=cmd_delete)
 
-    p = sub.add_parser("gc", parents=[common], help="retire old generations and remove them physically")
+    p = add_command(sub, common, "gc", "retire old generations and remove them from disk",
+                    "mabillon gc")
     p.set_defaults(func=cmd_gc)
 
-    p = sub.add_parser("pin", parents=[common], help="keep a generation through garbage collection")
+    p = add_command(sub, common, "pin", "keep a generation through garbage collection",
+                    "mabillon pin g0002  (--unpin to release it)")
     p.add_argument("generation")
     p.add_argument("--unpin", action="store_true")
     p.set_defaults(func=cmd_pin)
 
 
-def _routing_text(r) -> str:
+def _routing_text(r, changed: bool) -> str:
+    if not changed:
+        return f"{r.serving} is already serving; nothing changed"
     last = r.history[-1]
-    return (f"serving {r.serving} ({last.action} by {last.actor}, from {last.from_generation})"
+    return (f"serving {r.serving} ({last.action} by {last.actor}, was {last.from_generation})"
             + (f": {last.reason}" if last.reason else ""))
 
 
+def _run_switch(args, settings, flow, params) -> int:
+    from flows.cli.prefect_api import connect
+
+    before = len(_routing(settings).history)
+    with connect(settings) as link:
+        link.ready()
+        routing = flow(params, settings=settings)
+    emit(args, routing.model_dump(mode="json"), _routing_text(routing, len(routing.history) > before))
+    return 0
+
+
 def cmd_promote(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    layout = _layout(settings)
+    routing = _routing(settings)
+    if routing.serving == args.generation:  # said at once, without starting anything
+        emit(args, routing.model_dump(mode="json"), _routing_text(routing, changed=False))
+        return 0
+    from tasks.ops.switching import check_servable
+
+    check_servable(layout, args.generation, routing)
     from flows.operate import PromoteParams, promote
 
-    routing = promote(PromoteParams(generation=args.generation, reason=args.reason), settings=settings)
-    emit(args, routing.model_dump(mode="json"), _routing_text(routing))
-    return 0
+    return _run_switch(args, settings, promote, PromoteParams(generation=args.generation, reason=args.reason))
 
 
 def cmd_rollback(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from tasks.ops.switching import check_servable, previously_serving
+
+    layout = _layout(settings)
+    routing = _routing(settings)
+    target = args.to or previously_serving(routing)
+    if target is None:
+        raise CliError("nothing served before the current generation", Exit.NOT_READY,
+                       "name the generation to return to: mabillon rollback --to GEN")
+    check_servable(layout, target, routing)
     from flows.operate import RollbackParams, rollback
 
-    routing = rollback(RollbackParams(to=args.to, reason=args.reason), settings=settings)
-    emit(args, routing.model_dump(mode="json"), _routing_text(routing))
-    return 0
+    return _run_switch(args, settings, rollback, RollbackParams(to=args.to, reason=args.reason))
 
 
 def cmd_canary(args: argparse.Namespace, settings: MabillonSettings) -> int:
-    from flows.operate import CanaryParams, canary
+    from flows.cli.prefect_api import connect
 
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
-    routing = canary(CanaryParams(generation=args.generation, groups=groups, reason=args.reason,
-                                  stop=args.stop), settings=settings)
+    with connect(settings) as link:
+        from flows.operate import CanaryParams, canary
+
+        link.ready()
+        routing = canary(CanaryParams(generation=args.generation, groups=groups, reason=args.reason,
+                                      stop=args.stop), settings=settings)
     lines = [f"serving {routing.serving} to everyone else"]
     lines += [f"canary {c.generation} → groups {', '.join(c.groups)} (since {c.since:%Y-%m-%d %H:%M:%S})"
               for c in routing.canaries] or ["no canary"]
@@ -90,30 +145,34 @@ def cmd_canary(args: argparse.Namespace, settings: MabillonSettings) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from flows.artifacts.generations import diff_lines
+    from flows.cli.release import serving_or_named
     from tasks.ops.diff import diff_generations
 
-    d = diff_generations(StoreLayout.from_settings(settings), args.a, args.b)
-    s = d.sources
-    lines = [f"{d.a} → {d.b}",
-             f"sources: +{len(s.added)} added, ~{len(s.changed)} changed, -{len(s.removed)} removed, "
-             f"{len(s.unchanged)} unchanged",
-             *(f"  + {x}" for x in s.added[:20]), *(f"  ~ {x}" for x in s.changed[:20]),
-             *(f"  - {x}" for x in s.removed[:20]),
-             f"chunks: {d.chunks[d.a]} → {d.chunks[d.b]}; vectors: {d.vectors[d.a]} → {d.vectors[d.b]}",
-             f"model: {d.model[d.a]} → {d.model[d.b]} (space {d.space_id[d.a]} → {d.space_id[d.b]})",
-             f"parsers: {d.parsers[d.a]} → {d.parsers[d.b]}"]
-    emit(args, d.model_dump(mode="json"), "\n".join(lines))
+    layout = _layout(settings)
+    a, b = serving_or_named(layout, args.a), serving_or_named(layout, args.b)
+    d = diff_generations(layout, a, b)
+    emit(args, d.model_dump(mode="json"), "\n".join(diff_lines(d)))
     return 0
 
 
 def cmd_shadow(args: argparse.Namespace, settings: MabillonSettings) -> int:
     from pathlib import Path
 
+    from flows.cli.release import serving_or_named
     from tasks.ops.shadow import load_shadow_questions, shadow_compare
     from tasks.query.principals import resolve_principal
 
+    questions = Path(args.questions)
+    if not questions.is_file():
+        raise CliError(f"no such question file: {questions}", Exit.NOT_FOUND)
+    layout = _layout(settings)
+    serving_or_named(layout, args.generation)
+    if _routing(settings).serving is None:
+        raise CliError("nothing is serving yet, so there is nothing to compare with", Exit.NOT_READY,
+                       f"promote a generation first: mabillon promote {args.generation}")
     principal = resolve_principal(settings, args.principal)
-    r = shadow_compare(settings, principal, args.generation, load_shadow_questions(Path(args.questions)),
+    r = shadow_compare(settings, principal, args.generation, load_shadow_questions(questions),
                        system=args.system, k=args.k)
 
     def fmt(v):
@@ -131,13 +190,32 @@ def cmd_shadow(args: argparse.Namespace, settings: MabillonSettings) -> int:
 
 
 def cmd_delete(args: argparse.Namespace, settings: MabillonSettings) -> int:
-    from flows.operate import DeleteParams, delete
+    if not args.reason.strip():
+        raise CliError("a deletion needs a reason (--reason \"...\"): it is kept with the tombstone",
+                       Exit.USAGE)
+    layout = _layout(settings)
+    from tasks.store.documents import unknown_documents
 
-    r = delete(DeleteParams(doc_ids=args.doc_ids, reason=args.reason), settings=settings)
-    lines = [f"deleted {', '.join(r.doc_ids)}",
+    unknown = unknown_documents(layout, list(dict.fromkeys(args.doc_ids)))
+    if unknown and not args.force:  # refused here, before Prefect starts
+        doc_id, near = next(iter(unknown.items()))
+        more = f" (and {len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""
+        hint = (f"did you mean {', '.join(near)}? " if near else "") + \
+            "--force tombstones an id that is not ingested yet"
+        raise CliError(f"no document {doc_id!r} in the serving generation{more}; nothing was deleted",
+                       Exit.NOT_FOUND, hint)
+    from flows.cli.prefect_api import connect
+
+    with connect(settings) as link:
+        from flows.operate import DeleteParams, delete
+
+        link.ready()
+        r = delete(DeleteParams(doc_ids=args.doc_ids, reason=args.reason, force=args.force),
+                   settings=settings)
+    lines = [f"deleted {', '.join(r.doc_ids)}: {args.reason}",
              f"gone from answers after {r.masked_after_s * 1000:.1f} ms (tombstone)"]
     if r.unknown:
-        lines.append(f"not in the serving generation (tombstoned anyway): {', '.join(r.unknown)}")
+        lines.append(f"not in the serving generation (tombstoned, as forced): {', '.join(r.unknown)}")
     if r.published_after_s is not None:
         lines.append(f"generation {r.generation} without them serving after {r.published_after_s:.2f} s")
     lines.append(f"gone from disk after {r.purged_after_s:.2f} s" if r.purged_after_s is not None
@@ -147,11 +225,15 @@ def cmd_delete(args: argparse.Namespace, settings: MabillonSettings) -> int:
 
 
 def cmd_gc(args: argparse.Namespace, settings: MabillonSettings) -> int:
-    from flows.operate import gc
+    from flows.cli.prefect_api import connect
 
-    r = gc(settings=settings)
-    lines = [f"kept {', '.join(r.kept) or '-'}; retired {', '.join(r.retired) or '-'}",
-             f"removed {r.cache_files_removed} cache files, {r.blobs_removed} blobs; lance {r.lance}"]
+    with connect(settings) as link:
+        from flows.operate import gc
+
+        link.ready()
+        r = gc(settings=settings)
+    lines = [f"kept {', '.join(r.kept) or '-'}; retired {', '.join(r.retired) or 'nothing'}",
+             f"removed {r.cache_files_removed} cache files, {r.blobs_removed} blobs"]
     if r.purge:
         lines.append(f"purged {', '.join(r.purge.doc_ids)} from {', '.join(r.purge.generations_rewritten)}")
     emit(args, r.model_dump(mode="json"), "\n".join(lines))
@@ -161,6 +243,6 @@ def cmd_gc(args: argparse.Namespace, settings: MabillonSettings) -> int:
 def cmd_pin(args: argparse.Namespace, settings: MabillonSettings) -> int:
     from flows.operate import pin
 
-    r = pin(StoreLayout.from_settings(settings), args.generation, pinned=not args.unpin)
+    r = pin(_layout(settings), args.generation, pinned=not args.unpin)
     emit(args, r.model_dump(mode="json"), f"pinned: {', '.join(r.pinned) or '-'}")
     return 0

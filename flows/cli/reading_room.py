@@ -10,9 +10,11 @@ from schemas.settings import MabillonSettings
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("reading-room", parents=[common],
-                       help="serve the reading room: evidence shown on the page it came from, "
-                            "IIIF for every page, authorized on every request")
+    from flows.cli.main import add_command
+
+    p = add_command(sub, common, "reading-room", "serve the reading room: evidence shown on the "
+                    "page it came from, IIIF for every page, authorized on every request",
+                    "mabillon reading-room --port 4300")
     p.add_argument("--host", help="bind address (default: settings, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default: settings, 4300)")
     p.set_defaults(func=cmd_reading_room)

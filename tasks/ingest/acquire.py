@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlparse
 
-from schemas.generation import Quarantined
+from schemas.generation import Quarantined, Screened
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision, SourceInput
 from schemas.settings import StorageSettings
 from schemas.validity import InvalidInstant, parse_interval
@@ -320,9 +320,12 @@ def acquire_one(layout: StoreLayout, pending: PendingInput) -> Revision:
 
 def acquire(sources: list[str], defaults: AccessDefaults, layout: StoreLayout,
             storage: StorageSettings | None = None,
-            skip: Collection[str] = ()) -> tuple[list[Revision], list[Quarantined]]:
+            tombstones: TombstoneList | None = None, skip: Collection[str] = ()) -> Screened:
     """Paths, file:// and s3:// URIs in (`storage`: endpoint and credentials of s3:// inputs;
-    `skip`: URIs of folder files left for a later run)."""
+    `skip`: URIs of folder files left for a later run).
+
+    Revisions of documents deleted before (`tombstones`) are refused here, before any parsing.
+    """
     quarantined: list[Quarantined] = []
     revisions: list[Revision] = []
     seen: dict[str, str] = {}
@@ -340,7 +343,8 @@ def acquire(sources: list[str], defaults: AccessDefaults, layout: StoreLayout,
                 except OSError as exc:
                     quarantined.append(Quarantined(uri=item.source.uri, reason=f"unreadable: {exc}"))
             progress.advance()
-    return revisions, quarantined
+    kept, refused = refuse_tombstoned(revisions, tombstones or TombstoneList())
+    return Screened(kept=kept, quarantined=quarantined + refused)
 
 
 def refuse_tombstoned(revisions: list[Revision], tombstones: TombstoneList) -> tuple[list[Revision], list[Quarantined]]:
@@ -358,4 +362,4 @@ def refuse_tombstoned(revisions: list[Revision], tombstones: TombstoneList) -> t
     return kept, refused
 
 
-acquire_task = as_task(acquire, "acquire")
+acquire_task = as_task(acquire, "acquire", reads_storage=True)

@@ -5,7 +5,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from schemas.generation import Quarantined, Screened
 from schemas.lineage import Revision
+from tasks.task_wrapper import as_task
 
 # What a sidecar or an export says about a document besides its bytes. Same bytes described
 # differently (an embargo added, groups narrowed) must reach the served chunks, so such a
@@ -25,6 +27,8 @@ class RunPlan:
     unchanged: list[Revision] = field(default_factory=list)
     # current revisions of the serving generation that must be redone (another embedding space)
     carried_reprocess: list[Revision] = field(default_factory=list)
+    quarantined: list[Quarantined] = field(default_factory=list)  # refused so far in this run
+    pages: dict[str, int] = field(default_factory=dict)  # page counts of paged revisions
 
     @property
     def to_process(self) -> list[Revision]:
@@ -54,3 +58,14 @@ def classify(accepted: list[Revision], base_sources: pa.Table, base_revisions: l
         plan.carried_reprocess = [r for r in base_revisions if r.source_id not in touched]
     return plan
 
+
+def plan_changes(screened: Screened, base_sources: pa.Table, base_revisions: list[Revision],
+                 base_space_id: str | None, space_id: str) -> RunPlan:
+    """The run's work: what to parse, chunk and embed, with the refusals and page counts so far."""
+    plan = classify(screened.kept, base_sources, base_revisions, base_space_id, space_id)
+    plan.quarantined = list(screened.quarantined)
+    plan.pages = dict(screened.pages)
+    return plan
+
+
+plan_task = as_task(plan_changes, "plan")

@@ -12,10 +12,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from schemas.lineage import BBox, Chunk, ChunkSpan, ParsedDocument
+from schemas.embedding import EmbeddingSpace
+from schemas.generation import Parsed
+from schemas.lineage import BBox, Chunk, ChunkSpan, ParsedDocument, Revision
+from schemas.settings import ChunkingSettings, EmbeddingSettings
+from tasks.embedding import load_embedder
 from tasks.ingest.parse.normalize import normalize_text
-from schemas.lineage import Revision
-from tasks.embedding import Embedder
 from tasks.progress import StageProgress
 from tasks.task_wrapper import as_task
 
@@ -31,7 +33,7 @@ TokenCounter = Callable[[list[str]], list[int]]
 
 
 @dataclass(frozen=True)
-class ChunkingPlan:
+class ChunkSpec:
     target_tokens: int  # content tokens aimed for per chunk
     max_input_tokens: int  # the model's hard limit, specials and prefix included
     overhead_tokens: int  # specials and prefix the model adds to every input
@@ -50,12 +52,12 @@ class ChunkingPlan:
         return hashlib.sha256(self.segmenter.encode()).hexdigest()[:8]
 
 
-def plan_for(count_tokens: TokenCounter, target_tokens: int, max_input_tokens: int,
-             space_tag: str) -> ChunkingPlan:
+def chunk_spec(count_tokens: TokenCounter, target_tokens: int, max_input_tokens: int,
+             space_tag: str) -> ChunkSpec:
     overhead = count_tokens([""])[0]
     if max_input_tokens - overhead < 16:
         raise ValueError(f"model limit {max_input_tokens} leaves no room for text")
-    return ChunkingPlan(target_tokens, max_input_tokens, overhead, space_tag)
+    return ChunkSpec(target_tokens, max_input_tokens, overhead, space_tag)
 
 
 def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
@@ -151,10 +153,13 @@ def _union(boxes: list[BBox]) -> BBox | None:
             max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
-def chunk_document(doc: ParsedDocument, doc_id: str, plan: ChunkingPlan,
+def chunk_document(doc: ParsedDocument, doc_id: str, spec: ChunkSpec,
                    count_tokens: TokenCounter) -> list[Chunk]:
-    """Chunks of one parsed document; never crosses the document (or its access boundary)."""
-    overhead = plan.overhead_tokens
+    """Chunks of one parsed document; never crosses the document (or its access boundary).
+
+    A document without text has no chunks (the parse stage quarantines one before it gets here).
+    """
+    overhead = spec.overhead_tokens
 
     def n_content(texts: list[str]) -> list[int]:
         return [n - overhead for n in count_tokens([normalize_text(t) for t in texts])]
@@ -167,7 +172,9 @@ def chunk_document(doc: ParsedDocument, doc_id: str, plan: ChunkingPlan,
 
     # Sentences never straddle pages, so every span maps to pages cleanly.
     sentences = [s for _, a, b in page_ranges for s in sentence_spans(raw, a, b)]
-    spans = pack_sentences(raw, sentences, n_content, plan.content_limit)
+    if not sentences:
+        return []
+    spans = pack_sentences(raw, sentences, n_content, spec.content_limit)
 
     # Verify with exact counts of what will be embedded; re-split anything still over the limit.
     final: list[tuple[int, int]] = []
@@ -176,7 +183,7 @@ def chunk_document(doc: ParsedDocument, doc_id: str, plan: ChunkingPlan,
         batch, queue = queue, []
         counts = count_tokens([normalize_text(raw[s:e]) for s, e in batch])
         for (s, e), n in zip(batch, counts):
-            if n <= plan.max_input_tokens and n - overhead <= plan.content_limit + 8:
+            if n <= spec.max_input_tokens and n - overhead <= spec.content_limit + 8:
                 final.append((s, e))
             else:
                 queue.extend(_halve(raw, s, e))
@@ -193,24 +200,37 @@ def chunk_document(doc: ParsedDocument, doc_id: str, plan: ChunkingPlan,
                          if el.bbox is not None and el.char_start + a < e and el.char_end + a > s]
                 spans_out.append(ChunkSpan(page_no=page.page_no, bbox=_union(boxes)))
         chunks.append(Chunk(
-            chunk_id=f"{doc.revision_id}-{plan.segmenter_id}-{ordinal:04d}",
+            chunk_id=f"{doc.revision_id}-{spec.segmenter_id}-{ordinal:04d}",
             revision_id=doc.revision_id, doc_id=doc_id, ordinal=ordinal, text=text, n_tokens=n,
             char_start=s, char_end=e, page_start=spans_out[0].page_no if spans_out else 1,
             page_end=spans_out[-1].page_no if spans_out else 1, spans=spans_out,
-            segmenter=plan.segmenter,
+            segmenter=spec.segmenter,
         ))
     return chunks
 
 
-def chunk(parsed: dict[str, ParsedDocument], revisions: list[Revision], plan: ChunkingPlan,
-          embedder: Embedder) -> list[Chunk]:
+@dataclass(frozen=True)
+class Chunked:
+    chunks: list[Chunk]
+    spec: ChunkSpec
+    space: EmbeddingSpace  # of the model whose tokenizer counted
+
+
+def chunk(parsed: Parsed, revisions: list[Revision], settings: ChunkingSettings,
+          embedding: EmbeddingSettings) -> Chunked:
+    """Chunks of every parsed revision, counted with the embedding model's own tokenizer."""
+    embedder = load_embedder(embedding)  # only now: loading a model costs seconds
+    space = embedder.space
+    spec = chunk_spec(embedder.count_tokens, settings.target_tokens, space.max_input_tokens,
+                      space.space_id[:8])
     chunks: list[Chunk] = []
     with StageProgress("chunk", len(revisions), "doc") as progress:
         for rev in revisions:
-            if rev.revision_id in parsed:
-                chunks.extend(chunk_document(parsed[rev.revision_id], rev.doc_id, plan, embedder.count_tokens))
+            if rev.revision_id in parsed.documents:
+                chunks.extend(chunk_document(parsed.documents[rev.revision_id], rev.doc_id, spec,
+                                             embedder.count_tokens))
             progress.advance()
-    return chunks
+    return Chunked(chunks=chunks, spec=spec, space=space)
 
 
 chunk_task = as_task(chunk, "chunk")

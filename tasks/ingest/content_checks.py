@@ -37,6 +37,11 @@ def check_pdf(data: bytes, limits: InspectionLimits) -> str | None:
             return "malformed PDF: no pages"
         if doc.page_count > limits.max_pages:
             return f"PDF of {doc.page_count} pages exceeds the limit of {limits.max_pages}"
+        for page in doc:  # the page box is read from the page tree; nothing is drawn
+            side = max(page.rect.width, page.rect.height) / 72
+            if side > limits.max_page_inches:
+                return (f"PDF page {page.number + 1} is {page.rect.width / 72:.0f} × "
+                        f"{page.rect.height / 72:.0f} in, over the limit of {limits.max_page_inches:g} in a side")
         for xref in range(1, doc.xref_length()):
             try:
                 obj = doc.xref_object(xref, compressed=True).encode("latin-1", "replace")
@@ -97,3 +102,17 @@ def check_xml(data: bytes, limits: InspectionLimits) -> str | None:
     if found:
         return f"XML with a <!{found.group(1).decode().upper()}> declaration is not parsed"
     return None
+
+
+def page_count(data: bytes, media_type: str) -> int:
+    """Pages of a PDF or frames of an image (1 for anything else); called on accepted bytes."""
+    try:
+        if media_type == "application/pdf":
+            with pymupdf.open(stream=data, filetype="pdf") as doc:
+                return doc.page_count
+        if media_type.startswith("image/"):
+            with Image.open(io.BytesIO(data)) as image:
+                return getattr(image, "n_frames", 1)
+    except Exception:  # accepted bytes open; if not, the parser says why, page by page is moot
+        return 1
+    return 1

@@ -5,22 +5,26 @@ import logging
 import os
 import time
 
-from schemas.settings import MabillonSettings
 from tasks.store.atomic import atomic_write_text
 from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
 
 
-def crash_point(settings: MabillonSettings, layout: StoreLayout, name: str) -> None:
+def crash_point(configured: str | None, layout: StoreLayout, name: str) -> None:
     """Test hook: stop at a named point and wait to be killed (crash-safety tests).
 
-    Writes a marker so the test knows the run reached the point. Off unless configured.
+    `configured` is settings.test_crash_point (None: off). Writes a marker holding the pid of
+    the process that stopped, so the test knows the run got there and whom to kill: the whole
+    release, or only the Dask worker running the task. A point stops once per state root: a
+    task run again after its worker was killed goes on, as it would after a real crash.
     """
-    if settings.test_crash_point != name:
+    if configured != name:
         return
-    atomic_write_text(layout.manifests / f".at-crash-point-{name}", str(os.getpid()))
+    marker = layout.manifests / f".at-crash-point-{name}"
+    if marker.exists():
+        return
+    atomic_write_text(marker, str(os.getpid()))
     log.warning("stopped at crash point %s (test hook), pid %d", name, os.getpid())
     while True:
         time.sleep(1)
-

@@ -15,15 +15,14 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from urllib.parse import urlparse
 
-from schemas.generation import Quarantined
+from schemas.generation import Quarantined, Screened
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision
 from schemas.settings import InspectionLimits
-from tasks.ingest.content_checks import check_docx, check_image, check_pdf, check_xml
+from tasks.ingest.content_checks import check_docx, check_image, check_pdf, check_xml, page_count
 from tasks.progress import StageProgress
 from tasks.store.blobs import read_blob
 from tasks.store.layout import StoreLayout
 from tasks.task_wrapper import as_task
-from schemas.settings import MabillonSettings
 
 log = logging.getLogger(__name__)
 
@@ -138,18 +137,22 @@ def inspect_revision(revision: Revision, data: bytes,
     return revision.model_copy(update={"media_type": sniffed}), None
 
 
-def inspect(revisions: list[Revision], layout: StoreLayout, settings: MabillonSettings) -> tuple[list[Revision], list[Quarantined]]:
-    accepted, quarantined = [], []
-    with StageProgress("inspect", len(revisions), "src") as progress:
-        for rev in revisions:
-            ok, refused = inspect_revision(rev, read_blob(layout, rev.digest), settings.limits)
+def inspect(acquired: Screened, layout: StoreLayout, limits: InspectionLimits) -> Screened:
+    """The acquired revisions that may be parsed, with their page counts; the rest quarantined."""
+    kept, quarantined, pages = [], list(acquired.quarantined), {}
+    with StageProgress("inspect", len(acquired.kept), "src") as progress:
+        for rev in acquired.kept:
+            data = read_blob(layout, rev.digest)
+            ok, refused = inspect_revision(rev, data, limits)
             if ok is not None:
-                accepted.append(ok)
+                kept.append(ok)
+                if (n := page_count(data, ok.media_type)) > 1:
+                    pages[ok.revision_id] = n
             else:
                 quarantined.append(refused)
                 log.warning("quarantined %s: %s", refused.uri, refused.reason)
             progress.advance()
-    return accepted, quarantined
+    return Screened(kept=kept, quarantined=quarantined, pages=pages)
 
 
-inspect_task = as_task(inspect, "inspect")
+inspect_task = as_task(inspect, "inspect", reads_storage=True)

@@ -1,4 +1,5 @@
-"""Merge: assemble the full tables of the next generation from the serving one and this run.
+"""Merge (the release's *stage* step): the full tables of the next generation, from the serving
+one and this run.
 
 A run adds to the sources of the serving generation: sources it did not touch are carried over
 (chunks and vectors included, not recomputed); sources it changed get their new revision, and
@@ -8,16 +9,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.embedding import EmbeddingSpace
+from schemas.generation import Parsed, TombstoneList
+from schemas.settings import EmbeddingSettings
+from tasks.embedding import load_embedder, space_cache_key
+from tasks.store.cache import load_space, save_space
 from tasks.store.generation_io import read_generation
+from tasks.store.lance_store import tagged_generations
 from tasks.store.layout import StoreLayout
+from tasks.store.lineage_store import lineage_generations
+from tasks.store.manifests import next_generation_id
 from tasks.store.routing import read_routing
+from tasks.store.tombstones import read_tombstones
+from tasks.task_wrapper import as_task
 from schemas.lineage import (CHUNK_SCHEMA, ELEMENT_SCHEMA, PAGE_SCHEMA, REVISION_SCHEMA,
                              SOURCE_SCHEMA, VECTOR_LINEAGE_SCHEMA, Chunk, ParsedDocument, Revision,
                              chunk_table_schema, spans_to_json)
@@ -32,6 +42,7 @@ class StagedGeneration:
     chunks: pa.Table  # CHUNK_SCHEMA, row-aligned with vectors
     vectors: np.ndarray
     space: EmbeddingSpace
+    generation: str | None = None  # the id it is published under (None: the serving one as read)
 
     def current_revision_ids(self) -> set[str]:
         return set(self.sources["current_revision_id"].to_pylist())
@@ -197,3 +208,52 @@ def remove_sources(staged: StagedGeneration, source_ids: set[str]) -> StagedGene
         vectors=staged.vectors[np.asarray(keep, dtype=bool)] if keep is not None else staged.vectors,
         space=staged.space,
     )
+
+
+# ---- the release's start and its stage step --------------------------------------------------
+
+@dataclass
+class Base:
+    """What a release starts from: the serving generation (if any) and the configured space."""
+
+    serving: str | None
+    tables: StagedGeneration
+    space_id: str | None  # the serving generation's space
+    space: EmbeddingSpace  # the configured model's space
+    tombstones: TombstoneList = field(default_factory=TombstoneList)  # deleted: never served again
+
+    @property
+    def tombstoned(self) -> set[str]:
+        return self.tombstones.doc_ids
+
+    def current_revisions(self) -> list[Revision]:
+        return [revision_from_row(r) for r in self.tables.revisions.to_pylist() if r["is_current"]]
+
+
+def serving_base(layout: StoreLayout, embedding: EmbeddingSettings) -> Base:
+    """The serving generation, and the configured space without loading the model when the
+    space was seen before (an unchanged re-ingest then never loads it)."""
+    key = space_cache_key(embedding)
+    space = load_space(layout, key)
+    if space is None:
+        space = load_embedder(embedding).space
+        save_space(layout, key, space)
+    serving, tables, space_id = load_serving(layout, space)
+    return Base(serving=serving, tables=tables, space_id=space_id, space=space,
+                tombstones=read_tombstones(layout))
+
+
+def stage(base: Base, revisions: list[Revision], parsed: Parsed, chunks: list[Chunk],
+          vectors: np.ndarray, space: EmbeddingSpace, layout: StoreLayout) -> StagedGeneration:
+    """The next generation's tables under its new id: the parsed revisions replace theirs."""
+    processed = [r for r in revisions if r.revision_id in parsed.documents]
+    generation = next_generation_id(layout, [*tagged_generations(layout), *lineage_generations(layout)])
+    pages, elements = pages_and_elements([parsed.documents[r.revision_id] for r in processed])
+    staged = merge_generation(base.tables, processed, pages, elements,
+                              chunks_table(chunks, {r.revision_id: r for r in processed}),
+                              vectors, generation, space)
+    staged.generation = generation
+    return staged
+
+
+stage_task = as_task(stage, "stage")

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from schemas.generation import GenerationManifest, Quarantined, ReconcileReport, RunCounts, ValidationReport
+from schemas.generation import (Counts, GenerationManifest, IngestResult, Parsed, Quarantined,
+                                ReconcileReport, RunCounts, ValidationReport)
 from schemas.indexes import IndexContract, IndexSettings
 from schemas.retrieval import RetrievalSettings
-from tasks.ingest.merge import StagedGeneration
+from tasks.ingest.changes import RunPlan
+from tasks.ingest.chunk import ChunkSpec
+from tasks.ingest.crash_points import crash_point
+from tasks.ingest.merge import Base, StagedGeneration
 from tasks.query.indexing import index_generation
 from tasks.store.lance_store import write_generation_table
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout
@@ -20,6 +25,7 @@ from tasks.store.integrity import record_digests, verify_generation
 from tasks.store.lineage_store import write_lineage_snapshot, write_source_diff
 from tasks.store.manifests import write_manifest
 from tasks.store.routing import switch_routing
+from tasks.task_wrapper import as_task
 
 log = logging.getLogger(__name__)
 
@@ -67,3 +73,84 @@ def switch_to(layout: StoreLayout, manifest: GenerationManifest, actor: str, rea
     verify_generation(layout, manifest.generation)  # what is switched to is what was written
     switch_routing(layout, manifest.generation, manifest.space_id, "publish", actor, reason)
     log.info("generation %s now serving", manifest.generation)
+
+
+@dataclass(frozen=True)
+class Publication:
+    """How a release publishes: whether it serves at once, and what the routing history says."""
+
+    promote: bool
+    reason: str
+    actor: str
+    target_tokens: int  # the chunking setting, recorded in the manifest
+    embedding_model: str  # the configured model ("minilm", "e5", a folder), recorded
+    index: IndexSettings = field(default_factory=IndexSettings)  # the indexes built before the switch
+    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)  # BM25 parameters of the lexical index
+    limits: dict = field(default_factory=dict)  # inspection and sandbox limits, recorded in the manifest
+    crash_point: str | None = None  # settings.test_crash_point
+
+
+def count_run(plan: RunPlan, parsed: Parsed, runner: str, workers: int,
+               stage_seconds: dict[str, float]) -> RunCounts:
+    """What this run did: sources added, changed, unchanged, refused, and how it ran."""
+    refused = {q.digest for q in parsed.quarantined if q.digest}
+    return RunCounts(added=sum(r.digest not in refused for r in plan.added),
+                     changed=sum(r.digest not in refused for r in plan.changed),
+                     unchanged=len(plan.unchanged), quarantined=len(parsed.quarantined),
+                     runner=runner, workers=workers, ocr_pages=parsed.ocr_pages,
+                     stage_seconds=dict(stage_seconds))
+
+
+def publish(staged: StagedGeneration, report: ReconcileReport, validation: ValidationReport,
+            run: RunCounts, quarantined: list[Quarantined], spec: ChunkSpec, base: Base,
+            layout: StoreLayout, publication: Publication) -> IngestResult:
+    """Write the generation, show it in the UI, and switch to it when it is to serve at once."""
+    manifest = write_generation(layout, staged.generation, base.serving, staged, report, validation, run,
+                                quarantined, spec.segmenter,
+                                {"target_tokens": publication.target_tokens, "content_limit": spec.content_limit},
+                                publication.embedding_model, publication.index, publication.retrieval,
+                                publication.limits)
+    publish_artifacts(staged.generation, report, run, quarantined)
+    if publication.promote:
+        switch_to(layout, manifest, publication.actor, publication.reason,
+                  before_switch=lambda: crash_point(publication.crash_point, layout, "switch"))
+    return IngestResult(generation=staged.generation, serving=publication.promote, counts=report.counts,
+                        run=run, quarantined=quarantined, manifest=str(layout.manifest_path(staged.generation)),
+                        published=True)
+
+
+publish_task = as_task(publish, "publish")
+
+
+def nothing_new(base: Base, run: RunCounts, quarantined: list[Quarantined], layout: StoreLayout) -> IngestResult:
+    """Nothing this run parsed changes the serving generation: nothing is published."""
+    tables = base.tables
+    counts = Counts(sources=tables.sources.num_rows, revisions=tables.revisions.num_rows,
+                    pages=tables.pages.num_rows, chunks=tables.chunks.num_rows, vectors=len(tables.vectors))
+    return IngestResult(generation=base.serving, serving=base.serving is not None, counts=counts, run=run,
+                        quarantined=quarantined,
+                        manifest=str(layout.manifest_path(base.serving)) if base.serving else None)
+
+
+def publish_artifacts(generation: str, report: ReconcileReport, run: RunCounts, quarantined) -> None:
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    runs = {k: v for k, v in run.model_dump().items() if k != "stage_seconds"}
+    create_table_artifact(
+        key="reconcile-counts",
+        table=[{"measure": k, "value": v} for k, v in report.counts.model_dump().items()]
+        + [{"measure": f"run.{k}", "value": v} for k, v in runs.items()]
+        + [{"measure": f"seconds.{k}", "value": v} for k, v in run.stage_seconds.items()]
+        + [{"measure": f"diff.{k}", "value": len(v)} for k, v in report.diff.model_dump().items()],
+        description=f"Reconcile counts of generation {generation}",
+    )
+    lines = [f"# Generation {generation}", "", f"- digest: `{report.digest[:16]}`",
+             *(f"- {k}: {v}" for k, v in report.counts.model_dump().items()),
+             f"- added {len(report.diff.added)}, changed {len(report.diff.changed)}, "
+             f"unchanged {len(report.diff.unchanged)}, removed {len(report.diff.removed)}",
+             f"- ran on {run.runner} with {run.workers} worker(s); {run.ocr_pages} page(s) read by OCR"]
+    if quarantined:
+        lines += ["", "## Quarantined", "", "| input | reason |", "|---|---|",
+                  *(f"| {q.uri} | {q.reason} |" for q in quarantined)]
+    create_markdown_artifact(key="generation-summary", markdown="\n".join(lines),
+                             description=f"Generation {generation}")

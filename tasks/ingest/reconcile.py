@@ -9,8 +9,8 @@ import hashlib
 
 import pyarrow as pa
 
-from schemas.generation import Counts, ReconcileReport, SourceDiff
-from tasks.ingest.merge import StagedGeneration
+from schemas.generation import Counts, ReconcileFailed, ReconcileReport, SourceDiff
+from tasks.ingest.merge import Base, StagedGeneration
 from tasks.task_wrapper import as_task
 
 
@@ -85,6 +85,12 @@ def reconcile(staged: StagedGeneration, previous_sources: pa.Table | None,
 
 
 
+def reconcile_generation(staged: StagedGeneration, base: Base) -> ReconcileReport:
+    """The release's reconcile step: any problem stops the release (nothing is published)."""
+    report = reconcile(staged, base.tables.sources if base.serving else None, base.tombstoned)
+    if not report.ok:
+        raise ReconcileFailed(report)
+    return report
 
 
-reconcile_task = as_task(reconcile, "reconcile")
+reconcile_task = as_task(reconcile_generation, "reconcile")

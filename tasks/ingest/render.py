@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 
 import pymupdf
@@ -64,10 +64,13 @@ def upright(frame: Image.Image) -> tuple[Image.Image, int]:
     return ImageOps.exif_transpose(frame), _ORIENTATION_DEGREES.get(orientation, 0)
 
 
-def image_pages(data: bytes) -> Iterator[PageRender]:
-    """The frames of a PNG, JPEG or TIFF as upright greyscale pages, in pixels."""
+def image_pages(data: bytes, pages: Container[int] | None = None) -> Iterator[PageRender]:
+    """The frames of a PNG, JPEG or TIFF (the 1-based `pages` only, if given) as upright
+    greyscale pages, in pixels."""
     with Image.open(io.BytesIO(data)) as image:
         for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
+            if pages is not None and number not in pages:
+                continue  # not decoded: another task reads that frame
             dpi = image_dpi(frame)
             turned, rotation = upright(frame.copy())
             grey = turned.convert("L")

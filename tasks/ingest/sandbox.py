@@ -3,7 +3,8 @@
 pymupdf, libtesseract and docling's backends are native code; a malformed file can make them
 segfault, abort or allocate without bound, which in-process would take the whole batch (or the
 worker) down. `parse_untrusted` is a drop-in for `parse_revision` that runs it in a reused child
-process (`python -m tasks.ingest.sandbox`), so that
+process (`python -m tasks.ingest.sandbox`); the parse stage calls nothing else to read a unit
+of pages (tasks/ingest/parse/units.py), on either task runner. So
 
 - a crash by signal quarantines the file: "parser crashed: SIGSEGV";
 - memory: the address space a parse may add is capped (RLIMIT_AS, reset before each file above
@@ -14,11 +15,14 @@ process (`python -m tasks.ingest.sandbox`), so that
 
 and the next file gets a fresh child. The limits are `settings.sandbox` (recorded in each
 generation's manifest). The child is started with subprocess, not multiprocessing: a Dask
-worker is a daemonic process, which multiprocessing forbids to have children. It is reused
-across files (loading the parsers costs seconds) and recycled after `recycle_after` files.
+worker is a daemonic process, which multiprocessing forbids to have children; each worker
+process (or each thread of the local runner) has a child of its own, which ends when its parent
+does (end of file on its input). It is reused across files (loading the parsers and tesseract's
+engines costs seconds) and recycled after `recycle_after` files.
 
 Protocol: the child's original stdout and stdin carry length-prefixed pickles (parsers that
-print are redirected to stderr); a request is (entry point, data, revision, settings, limits),
+print are redirected to stderr); a request is (entry point, data, revision, settings, pages,
+limits) — `pages`: the 1-based pages of a paged format to read, None for all —
 a reply is ("ok", ParsedDocument) | ("refused", reason) | ("memory", detail) | ("error", text).
 """
 from __future__ import annotations
@@ -37,10 +41,11 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 from schemas.lineage import ParsedDocument, Revision
-from schemas.settings import MabillonSettings, SandboxSettings
+from schemas.settings import ParseSettings, SandboxSettings
 from tasks.ingest.parse.errors import ParseRefused
 
 log = logging.getLogger(__name__)
@@ -48,7 +53,8 @@ log = logging.getLogger(__name__)
 _HEADER = struct.Struct(">Q")
 
 
-def parse_untrusted(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+def parse_untrusted(data: bytes, revision: Revision, settings: ParseSettings,
+                    pages: Sequence[int] | None = None) -> ParsedDocument:
     """`parse_revision`, in a child process under `settings.sandbox` (in-process when disabled).
 
     Raises ParseRefused with the reason when the parser refuses the file, crashes, or runs
@@ -56,10 +62,10 @@ def parse_untrusted(data: bytes, revision: Revision, settings: MabillonSettings)
     """
     limits = settings.sandbox
     if not limits.enabled:
-        return resolve(limits.parser)(data, revision, settings)
+        return call_parser(limits.parser, data, revision, settings, pages)
     worker = _POOL.take(limits)
     try:
-        reply = worker.run(limits, data, revision, settings)
+        reply = worker.run(limits, data, revision, settings, pages)
     except ParseRefused:
         _POOL.discard(worker)  # it crashed or was killed: the next file gets a new one
         raise
@@ -81,6 +87,13 @@ def parse_untrusted(data: bytes, revision: Revision, settings: MabillonSettings)
 def resolve(entry: str):
     module, _, name = entry.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+def call_parser(entry: str, data: bytes, revision: Revision, settings: ParseSettings,
+                pages: Sequence[int] | None) -> ParsedDocument:
+    # the pages only when some are chosen: an entry point for whole files takes three arguments
+    parser = resolve(entry)
+    return parser(data, revision, settings) if pages is None else parser(data, revision, settings, pages)
 
 
 def size_label(n: int) -> str:
@@ -113,9 +126,9 @@ class Worker:
             cwd=_PROJECT_ROOT, env={**os.environ, "PYTHONPATH": _python_path()})
         return cls(process, _key(limits))
 
-    def run(self, limits: SandboxSettings, data: bytes, revision: Revision,
-            settings: MabillonSettings) -> tuple[str, Any]:
-        request = (limits.parser, data, revision, settings,
+    def run(self, limits: SandboxSettings, data: bytes, revision: Revision, settings: ParseSettings,
+            pages: Sequence[int] | None = None) -> tuple[str, Any]:
+        request = (limits.parser, data, revision, settings, None if pages is None else list(pages),
                    (limits.max_memory_bytes, limits.max_cpu_s))
         self.files += 1
         try:
@@ -274,12 +287,12 @@ def _serve(max_open_files: int) -> None:
 
     while True:
         try:
-            entry, data, revision, settings, (max_memory, max_cpu_s) = _receive(requests)
+            entry, data, revision, settings, pages, (max_memory, max_cpu_s) = _receive(requests)
         except EOFError:
             return
         _limit_next_file(max_memory, max_cpu_s)
         try:
-            reply: tuple[str, Any] = ("ok", resolve(entry)(data, revision, settings))
+            reply: tuple[str, Any] = ("ok", call_parser(entry, data, revision, settings, pages))
         except ParseRefused as exc:
             reply = ("refused", str(exc))
         except MemoryError as exc:

@@ -136,4 +136,11 @@ def validate(staged: StagedGeneration, policy: ValidationPolicy, layout: StoreLa
     return report
 
 
-validate_task = as_task(validate, "validate")
+def validate_generation(staged: StagedGeneration, settings: ValidationSettings,
+                        layout: StoreLayout) -> ValidationReport:
+    """The release's validate step: the default suite and the operator's extra expectations."""
+    return validate(staged, ValidationPolicy.from_settings(settings, staged.space.dim), layout,
+                    staged.generation or "staged")
+
+
+validate_task = as_task(validate_generation, "validate")

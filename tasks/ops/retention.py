@@ -2,7 +2,7 @@
 
 Runs under the release lock (the caller holds it). LanceDB keeps rows in every tagged version,
 so purging a document rewrites each retained generation that holds it (moving its tag), then
-prunes every version no tag points to. Lineage snapshots, derived indexes, staging caches,
+prunes every version no tag points to. Lineage snapshots, derived indexes, caches,
 source blobs and query records are cleaned in the same pass.
 """
 from __future__ import annotations
@@ -86,11 +86,11 @@ def remove_unreferenced_state(layout: StoreLayout, generations: list[str],
     """Staging caches and blobs no retained generation refers to (optionally only these)."""
     live_revs, live_digests = _referenced(layout, generations)
     caches = 0
-    for rev_dir in (layout.staging / "parsed").subfolders():
+    for rev_dir in (layout.caches / "parsed").subfolders():
         if rev_dir.name not in live_revs and (only_revisions is None or rev_dir.name in only_revisions):
             rev_dir.remove_tree()
             caches += 1
-    for cached in (layout.staging / "vectors").files():
+    for cached in (layout.caches / "vectors").files():
         rev = cached.stem
         if cached.name.endswith(".parquet") and rev not in live_revs and (
                 only_revisions is None or rev in only_revisions):

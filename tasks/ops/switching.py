@@ -18,6 +18,10 @@ class GenerationUnavailable(RuntimeError):
     """The generation does not exist, was retired, or its data is gone."""
 
 
+class NothingToRollBack(GenerationUnavailable):
+    """No generation served before the current one."""
+
+
 def check_servable(layout: StoreLayout, generation: str, routing: RoutingRecord) -> None:
     if generation not in list_generations(layout):
         raise GenerationUnavailable(f"no generation {generation!r}; see `mabillon generations`")
@@ -52,7 +56,8 @@ def rollback(layout: StoreLayout, actor: str, to: str | None = None, reason: str
     routing = read_routing(layout)
     target = to or previously_serving(routing)
     if target is None:
-        raise GenerationUnavailable("nothing served before the current generation; give --to GEN")
+        raise NothingToRollBack("nothing served before the current generation; "
+                                "name the generation to return to (--to GEN)")
     check_servable(layout, target, routing)
     manifest = read_manifest(layout, target)
     return switch_routing(layout, target, manifest.space_id, "rollback", actor, reason)

@@ -62,7 +62,7 @@ def build_dense(lance_table, rows: int, settings: IndexSettings, like: DenseInde
     wanted = like.search == "ann" if like else rows >= settings.ann_min_rows
     if not wanted or rows == 0:
         return DenseIndex(search="exact", rows=rows)
-    from lancedb.index import IvfHnswSq, IvfPq
+    from lancedb.index import IvfHnswSq, IvfPq, IvfSq
 
     dim = lance_table.schema.field("vector").type.list_size
     algorithm = like.algorithm if like else settings.ann_type
@@ -71,11 +71,11 @@ def build_dense(lance_table, rows: int, settings: IndexSettings, like: DenseInde
         if rows >= MIN_TRAIN_ROWS else 1,
         **({"num_sub_vectors": settings.num_sub_vectors or max(1, dim // 8),
             "num_bits": 8 if rows >= MIN_TRAIN_ROWS else 4}
-           if settings.ann_type == "IVF_PQ" else {}),
+           if algorithm == "IVF_PQ" else {}),
     }
     started = time.perf_counter()
-    config = (IvfPq(distance_type="cosine", **params) if algorithm == "IVF_PQ"
-              else IvfHnswSq(distance_type="cosine", **params))
+    config = {"IVF_PQ": IvfPq, "IVF_SQ": IvfSq, "IVF_HNSW_SQ": IvfHnswSq}[algorithm](
+        distance_type="cosine", **params)
     lance_table.create_index("vector", config=config, name=ANN_NAME)
     scalar = _scalar_indexes(lance_table)
     build_s = round(time.perf_counter() - started, 3)

@@ -1,11 +1,11 @@
-"""Readable renderings of an evidence package: plain text for the CLI, markdown for the
-Prefect artifact. Pure functions; the caller prints or publishes."""
+"""The evidence package as plain text for the CLI (the Prefect artifact is rendered by
+flows/artifacts/evidence.py). A pure function; the caller prints."""
 from __future__ import annotations
 
 from schemas.query import EvidenceDocument, EvidencePackage
 
 
-def _route(p: EvidencePackage) -> str:
+def route_note(p: EvidencePackage) -> str:
     """How the generation was chosen, when it is not everyone's, and the query time if named."""
     route = f" ({p.route} route)" if p.route and p.route != "serving" else ""
     return route + (f" as of {p.as_of.isoformat()}" if p.as_of else "")
@@ -33,7 +33,7 @@ def _snippet(d: EvidenceDocument, chars: int = 220) -> str:
 
 def render_text(p: EvidencePackage, limit: int = 10) -> str:
     lines = [f"Q: {p.question}",
-             f"generation {p.generation}{_route(p)} · provider {p.provider} ({p.model}) · "
+             f"generation {p.generation}{route_note(p)} · provider {p.provider} ({p.model}) · "
              f"{len(p.accepted)} accepted · {p.cost.llm_calls} calls · "
              f"{p.cost.total_s:.2f}s (model {p.cost.model_s:.2f}s, framework {p.cost.framework_s:.2f}s)"]
     if p.flags:
@@ -52,21 +52,3 @@ def render_text(p: EvidencePackage, limit: int = 10) -> str:
     if p.record:
         lines.append(f"record: {p.record}")
     return "\n".join(lines)
-
-
-def render_markdown(p: EvidencePackage, limit: int = 20) -> str:
-    out = [f"# {p.question}", "",
-           f"Generation `{p.generation}`{_route(p)}, provider **{p.provider}** ({p.model}); "
-           f"{len(p.accepted)} accepted; {p.cost.llm_calls} calls; model {p.cost.model_s:.2f}s, "
-           f"framework {p.cost.framework_s:.2f}s.", ""]
-    if p.flags:
-        out += [f"Flags: {', '.join(p.flags)}", ""]
-    out += ["| # | document | corpus | date | status | conf. | ranks | rationale | citation |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for d in p.documents[:limit]:
-        why = (d.rationales[0] if d.rationales else "").replace("|", "/")
-        out.append(f"| {d.rank} | `{d.doc_id}` | {d.corpus} | {d.date} | {d.status} | "
-                   f"{d.confirmations} | {_ranks(d)} | {why} | {_cite(d)} |")
-    if p.record:
-        out += ["", f"Query record: `{p.record}`"]
-    return "\n".join(out)

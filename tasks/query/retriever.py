@@ -222,6 +222,10 @@ class Retriever:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         where = dense_mod.filter_clause(self._where, corpus, date_from, date_to)
         vector = self.query_vector(query)
+        if self.dense_plan.ann and not self.dense_plan.use_index(visible) \
+                and EXACT_FEW_ALLOWED not in self.index_flags:
+            # the planner's choice, not a fault: few allowed rows are searched exactly
+            self.index_flags.append(EXACT_FEW_ALLOWED)
         try:
             row_ids, sims = dense_mod.search(self._lance, vector, where, min(limit, visible),
                                              self.dense_plan, visible)
@@ -366,6 +370,9 @@ class Retriever:
 _VIEWS: dict[tuple[str, str, int], GenerationView] = {}
 _QUERY_VECTORS: dict[str, OrderedDict[str, np.ndarray]] = {}
 _QUERY_LOCK = threading.Lock()
+# An ANN generation searched exactly because the principal's filter leaves at most
+# `exact_below_allowed` rows (IndexSettings): exact, and cheaper than probing partitions.
+EXACT_FEW_ALLOWED = "dense_exact_search_few_allowed_rows"
 _LEXICAL: dict[tuple[str, str], PostingsIndex] = {}
 _SCRATCH: dict[tuple[str, str], tempfile.TemporaryDirectory] = {}  # indexes of views without a home
 

@@ -1,13 +1,12 @@
 """The reading room's addresses, in one place: pages, IIIF services, manifests, canvases.
 
-Prefect artifacts link here too (`evidence_links_markdown`), through `settings.reading_room.url`.
+Prefect artifacts link here too (flows/artifacts/links.py), through `settings.reading_room.url`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from schemas.query import EvidencePackage
 
 
 @dataclass(frozen=True)
@@ -46,16 +45,3 @@ class Links:
     def evidence(self, query_id: str, rank: int | None = None) -> str:
         return f"{self.base}/queries/{query_id}" + (f"#doc-{rank}" if rank is not None else "")
 
-
-def evidence_links_markdown(package: EvidencePackage, base_url: str | None, limit: int = 20) -> str:
-    """Markdown links from each ranked document to its evidence in the reading room; empty when
-    no reading room is configured or the answer has no query record."""
-    if not base_url or not package.query_id:
-        return ""
-    links = Links.at(base_url)
-    lines = ["", "## In the reading room", "",
-             f"[Evidence of this answer]({links.evidence(package.query_id)}) · "
-             f"[IIIF manifest]({links.query_manifest(package.query_id)})", ""]
-    lines += [f"{d.rank}. [`{d.doc_id}`]({links.evidence(package.query_id, d.rank)})"
-              for d in package.documents[:limit]]
-    return "\n".join(lines) + "\n"

@@ -9,15 +9,31 @@ from schemas.lineage import ParsedDocument
 from tasks.store.layout import StoreLayout
 
 
-def load_parsed(layout: StoreLayout, revision_id: str, parse_key: str) -> ParsedDocument | None:
-    location = layout.parsed_dir(revision_id) / f"{parse_key}.json"
+def _parsed_name(parse_key: str, page: int | None) -> str:
+    # the whole document, or one page of it (a long scan is parsed page by page: a run killed
+    # in the middle of it resumes at the first page not cached)
+    return f"{parse_key}.json" if page is None else f"{parse_key}-p{page:05d}.json"
+
+
+def load_parsed(layout: StoreLayout, revision_id: str, parse_key: str,
+                page: int | None = None) -> ParsedDocument | None:
+    location = layout.parsed_dir(revision_id) / _parsed_name(parse_key, page)
     if not location.exists():
         return None
     return ParsedDocument.model_validate_json(location.read_bytes())
 
 
-def save_parsed(layout: StoreLayout, doc: ParsedDocument, parse_key: str) -> None:
-    (layout.parsed_dir(doc.revision_id) / f"{parse_key}.json").write_text(doc.model_dump_json())
+def save_parsed(layout: StoreLayout, doc: ParsedDocument, parse_key: str,
+                page: int | None = None) -> None:
+    (layout.parsed_dir(doc.revision_id) / _parsed_name(parse_key, page)).write_text(doc.model_dump_json())
+
+
+def drop_parsed_pages(layout: StoreLayout, revision_id: str, parse_key: str, pages: list[int]) -> None:
+    """Once the whole document is cached, its page-by-page copies are not needed."""
+    for page in pages:
+        location = layout.parsed_dir(revision_id) / _parsed_name(parse_key, page)
+        if location.exists():
+            location.unlink()
 
 
 def load_vectors(layout: StoreLayout, space_id: str, segmenter_id: str,
@@ -43,9 +59,9 @@ def save_vectors(layout: StoreLayout, space_id: str, segmenter_id: str, revision
 
 
 def load_space(layout: StoreLayout, key: str) -> EmbeddingSpace | None:
-    location = layout.staging / "spaces" / f"{key}.json"
+    location = layout.space_cache(key)
     return EmbeddingSpace.model_validate_json(location.read_bytes()) if location.exists() else None
 
 
 def save_space(layout: StoreLayout, key: str, space: EmbeddingSpace) -> None:
-    (layout.staging / "spaces" / f"{key}.json").write_text(space.model_dump_json())
+    layout.space_cache(key).write_text(space.model_dump_json())

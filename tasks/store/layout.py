@@ -53,17 +53,18 @@ class StoreLayout:
         return self.warehouse / "indexes" / generation
 
     @property
-    def staging(self) -> Location:
-        return self.warehouse / "staging"
+    def caches(self) -> Location:
+        """Per-revision work already done (parsed pages, vectors): what a rerun resumes from."""
+        return self.warehouse / "caches"
 
     def parsed_dir(self, revision_id: str) -> Location:
-        return self.staging / "parsed" / revision_id
-
-    def chunks_cache(self, segmenter_id: str, revision_id: str) -> Location:
-        return self.staging / "chunks" / segmenter_id / f"{revision_id}.parquet"
+        return self.caches / "parsed" / revision_id
 
     def vectors_cache(self, space_id: str, segmenter_id: str, revision_id: str) -> Location:
-        return self.staging / "vectors" / space_id / segmenter_id / f"{revision_id}.parquet"
+        return self.caches / "vectors" / space_id / segmenter_id / f"{revision_id}.parquet"
+
+    def space_cache(self, key: str) -> Location:
+        return self.caches / "spaces" / f"{key}.json"
 
     # manifests ------------------------------------------------------------------------------
     @property
@@ -95,7 +96,7 @@ class StoreLayout:
         return self.manifests / "releases"
 
     def ensure(self) -> "StoreLayout":
-        for loc in (self.blobs, self.lance, self.lineage_root, self.staging):
+        for loc in (self.blobs, self.lance, self.lineage_root, self.caches):
             loc.mkdir()
         for p in (self.generations, self.reports, self.queries):
             p.mkdir(parents=True, exist_ok=True)

@@ -52,16 +52,15 @@ def test_eval_command_refuses_an_unknown_system(tmp_path, sample_home, capsys):
 
     rc = main(["eval", str(questions_file(tmp_path)), "--home", str(sample_home),
                "--system", "grep", "--json"])
-    assert rc == 1 and "unknown system" in capsys.readouterr().out
+    assert rc == 2 and json.loads(capsys.readouterr().out)["error"] == "unknown system grep"
 
 
 @pytest.mark.parametrize("k", ["3,x", "0,3", ","])
 def test_eval_command_refuses_cutoffs_that_are_not_positive_integers(tmp_path, k, capsys):
     from flows.cli.main import main
 
-    with pytest.raises(SystemExit) as exit_:
-        main(["eval", str(tmp_path / "q.jsonl"), "--home", str(tmp_path), "--k", k])
-    assert exit_.value.code == 2 and "--k takes positive integers" in capsys.readouterr().err
+    code = main(["eval", str(tmp_path / "q.jsonl"), "--home", str(tmp_path), "--k", k])
+    assert code == 2 and "--k takes positive integers" in capsys.readouterr().err.splitlines()[0]
 
 
 def test_eval_cutoffs_are_sorted_and_distinct():

@@ -1,10 +1,13 @@
 """A real Prefect server and a `mabillon serve` process, shared by the deployment and UI tests.
 
 Everything binds to loopback; every process is started in its own group and killed with it.
+The server runs with Prefect's basic authentication, as `mabillon serve` and deploy/ run it:
+every client here sends the auth string, and a client without it is refused.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -20,12 +23,22 @@ from tests.conftest import SAMPLE_RECORDS, write_records
 from tests.s3 import S3Bucket
 
 MABILLON = Path(sys.executable).with_name("mabillon")
+# Tenant B's own document: it answers ASK_QUESTION best, and no one outside tenant B may see it.
+TENANT_B_MARKER = "Brie-confidentiel-B"
+TENANT_B_RECORD = {
+    "doc_id": "tenant-b-note-1887-03-03", "corpus": "notes_privees", "date": "1887-03-03",
+    "text": f"Note {TENANT_B_MARKER}: le débat sur les blés a été renvoyé à jeudi; la Chambre "
+            "renvoie le débat sur les blés à jeudi, dit la note réservée du cabinet."}
 SERVED = {"scheduled-ingest", "release", "promote", "rollback", "canary", "delete", "gc", "ask", "ask-batch",
           "evaluate"}
 # The served home's registered question set for gated releases (about tests.conftest.SAMPLE_RECORDS).
 GATE_QUESTIONS = Path(__file__).with_name("gate_questions.jsonl")
 INGEST_CRON = "0 3 * * *"
 ASK_QUESTION = "Quand le débat sur les blés a-t-il été renvoyé à jeudi ?"
+AUTH_STRING = "archivist:test-only-secret"
+# Access tokens of principals.json in the served home (only their digests are stored there)
+OPERATOR_TOKEN = "op-token-for-tests"
+TENANT_B_TOKEN = "tenant-b-reader-token"
 
 
 def free_port() -> int:
@@ -42,7 +55,8 @@ def prefect_server(tmp_path_factory):
     from flows.serve import start_server
 
     root = tmp_path_factory.mktemp("prefect-server")
-    server = start_server("127.0.0.1", free_port(), root / "server.log", prefect_home=root / "home")
+    server = start_server("127.0.0.1", free_port(), root / "server.log", prefect_home=root / "home",
+                          auth_string=AUTH_STRING)
     yield server
     server.stop()
 
@@ -56,9 +70,29 @@ def served_bucket(s3_endpoint) -> S3Bucket:
 
 
 def served_env(prefect_server, bucket: S3Bucket) -> dict[str, str]:
-    return {**os.environ, **bucket.env, "PREFECT_API_URL": prefect_server.api_url,
+    return {**os.environ, **bucket.env, **prefect_server.client_env(),
             "MABILLON_WAREHOUSE_DIR": bucket.uri("warehouse"),
             "MABILLON_GATE__QUESTIONS": str(GATE_QUESTIONS), "MABILLON_GATE__POLL_S": "1"}
+
+
+def api(prefect_server) -> httpx.Client:
+    """An HTTP client of the test server's API, signed in."""
+    from flows.prefect_server import basic_auth_header
+
+    return httpx.Client(base_url=prefect_server.api_url, timeout=10,
+                        headers=basic_auth_header(prefect_server.auth_string))
+
+
+def write_principals(home: Path) -> None:
+    """An operator, and a reader of tenant B (its documents are not public)."""
+    from tasks.query.principals import token_digest
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "principals.json").write_text(json.dumps({
+        "ops": {"tenant": "default", "groups": ["public"], "roles": ["operator"],
+                "token_sha256": token_digest(OPERATOR_TOKEN)},
+        "bea": {"tenant": "tenant-b", "groups": ["staff"], "token_sha256": token_digest(TENANT_B_TOKEN)},
+    }), "utf-8")
 
 
 @pytest.fixture(scope="session")
@@ -67,11 +101,14 @@ def served_home(tmp_path_factory, prefect_server, served_bucket) -> Path:
     its warehouse is in the `served_bucket`, its manifests in the home folder."""
     root = tmp_path_factory.mktemp("served")
     records = write_records(root / "records.jsonl", SAMPLE_RECORDS)
+    private = write_records(root / "tenant-b.jsonl", [TENANT_B_RECORD])
     home = root / "home"
+    write_principals(home)
     env = served_env(prefect_server, served_bucket)
-    done = subprocess.run([str(MABILLON), "ingest", str(records), "--home", str(home)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    for path, extra in ((records, []), (private, ["--tenant", "tenant-b", "--groups", "staff"])):
+        done = subprocess.run([str(MABILLON), "ingest", str(path), "--home", str(home), *extra],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
     return home
 
 
@@ -100,12 +137,15 @@ def serving(prefect_server, served_home, served_bucket, drop_folder):
 
 
 def wait_for_deployments(api_url: str, names: set[str], process: subprocess.Popen,
-                         timeout_s: float) -> None:
+                         timeout_s: float, auth_string: str | None = AUTH_STRING) -> None:
+    from flows.prefect_server import basic_auth_header
+
     deadline, found = time.monotonic() + timeout_s, set()
     while time.monotonic() < deadline:
         assert process.poll() is None, f"mabillon serve exited with {process.returncode}"
         try:
             found = {d["name"] for d in httpx.post(f"{api_url}/deployments/filter", json={},
+                                                   headers=basic_auth_header(auth_string),
                                                    timeout=10).json()}
         except httpx.TransportError:  # a server `mabillon serve` starts itself is not up yet
             found = set()
@@ -115,21 +155,26 @@ def wait_for_deployments(api_url: str, names: set[str], process: subprocess.Pope
     raise TimeoutError(f"deployments not registered within {timeout_s}s: {names - found}")
 
 
+def run_through_api(prefect_server, name: str, parameters: dict | None = None):
+    """A deployment run triggered through the API (signed in), waited for."""
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: prefect_server.api_url,
+                             PREFECT_API_AUTH_STRING: prefect_server.auth_string}):
+        return run_deployment(name, parameters=parameters or {}, timeout=300)
+
+
 @pytest.fixture(scope="session")
 def ask_run(prefect_server, serving):
     """One `ask` deployment run triggered through the API, waited for."""
-    from prefect.deployments import run_deployment
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    with temporary_settings({PREFECT_API_URL: prefect_server.api_url}):
-        return run_deployment("ask/ask", parameters={"params": {"question": ASK_QUESTION}},
-                              timeout=300)
+    return run_through_api(prefect_server, "ask/ask", {"params": {"question": ASK_QUESTION}})
 
 
-def artifacts_of(api_url: str, flow_run_id) -> dict[str, dict]:
-    rows = httpx.post(f"{api_url}/artifacts/filter",
-                      json={"artifacts": {"flow_run_id": {"any_": [str(flow_run_id)]}}},
-                      timeout=10).json()
+def artifacts_of(prefect_server, flow_run_id) -> dict[str, dict]:
+    with api(prefect_server) as client:
+        rows = client.post("/artifacts/filter",
+                           json={"artifacts": {"flow_run_id": {"any_": [str(flow_run_id)]}}}).json()
     return {a["key"]: a for a in rows}
 
 

@@ -76,8 +76,9 @@ def test_cli_refuses_an_unknown_principal(served_home, capsys):
         {"alice": {"tenant": "default", "groups": ["public"]}}))
     assert main(["ask", QUESTION, "--home", str(served_home), "--principal", "alice", "--json"]) == 0
     capsys.readouterr()
-    assert main(["ask", QUESTION, "--home", str(served_home), "--principal", "mallory", "--json"]) == 1
-    assert json.loads(capsys.readouterr().out)["error"] == "AccessDenied"
+    assert main(["ask", QUESTION, "--home", str(served_home), "--principal", "mallory", "--json"]) == 4
+    error = json.loads(capsys.readouterr().out)
+    assert error["kind"] == "access_denied" and error["error"].startswith("unknown principal 'mallory'")
 
 
 def test_ask_batch_answers_a_jsonl_with_bounded_concurrency(served_home, tmp_path):

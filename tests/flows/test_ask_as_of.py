@@ -46,15 +46,16 @@ def test_as_of_answers_as_the_archive_stood_then(home, capsys):
     assert record["as_of"] == then["as_of"] and record["route"] == "serving"
 
 
-@pytest.mark.parametrize("value, error, message", [
-    ("hier", "ValidationError", "not an ISO 8601 date or time"),
-    ("2000-02-30", "ValidationError", "not a calendar date"),
-    ("2999-01-01", "AccessDenied", "in the future"),
+@pytest.mark.parametrize("value, kind, message", [
+    ("hier", "usage", "not an ISO 8601 date or time"),
+    ("2000-02-30", "usage", "not a calendar date"),
+    ("2999-01-01", "access_denied", "in the future"),
 ])
-def test_a_bad_as_of_is_refused_and_nothing_is_written(home, capsys, value, error, message):
+def test_a_bad_as_of_is_refused_and_nothing_is_written(home, capsys, value, kind, message):
     before = _records(home)
     code, payload = _ask(home, capsys, "--as-of", value)
-    assert code == 1 and payload["error"] == error and message in payload["message"]
+    assert code == payload["code"] == {"usage": 2, "access_denied": 4}[kind]
+    assert payload["kind"] == kind and message in payload["error"]
     assert _records(home) == before
 
 

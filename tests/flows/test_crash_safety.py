@@ -16,6 +16,8 @@ from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_lineage_table
 from tasks.store.routing import read_routing
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
+from tests.fixtures import make_samples as fx
+from tests.runners import RUNNERS
 
 pytestmark = pytest.mark.slow
 
@@ -30,10 +32,13 @@ def _more_records() -> list[dict]:
     return changed + extra
 
 
-def _cli(home: Path, export: Path, tmp: Path, point: str | None) -> subprocess.Popen:
-    # small embedding batches: the embed crash point is reached with most chunks still to embed
+def _cli(home: Path, export: Path, tmp: Path, point: str | None, runner: str = "local",
+         **env_extra: str) -> subprocess.Popen:
+    # small embedding batches: the embed crash point is reached with most chunks still to embed.
+    # With dask the CLI starts its own LocalCluster, whose workers are in the CLI's process group.
     env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(tmp / f"prefect-{point}"),
-               MABILLON_EMBEDDING__BATCH_SIZE="2")
+               MABILLON_EMBEDDING__BATCH_SIZE="2", MABILLON_RUNNER=runner, MABILLON_DASK__WORKERS="2",
+               **env_extra)
     env.pop("MABILLON_TEST_CRASH_POINT", None)
     if point:
         env["MABILLON_TEST_CRASH_POINT"] = point
@@ -55,8 +60,10 @@ def _kill_at_crash_point(proc: subprocess.Popen, marker: Path, timeout: float = 
     proc.wait()
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("point", ["embed", "switch"])
-def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, tmp_path: Path, home: Path):
+def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, runner: str, tmp_path: Path,
+                                                                 home: Path):
     settings = settings_for(home)
     layout = StoreLayout.from_settings(settings)
     release(paths=[str(write_records(tmp_path / "first.jsonl", SAMPLE_RECORDS[:2]))], settings=settings)
@@ -64,8 +71,8 @@ def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, tmp
     routing_before = layout.routing.read_bytes()
 
     export = write_records(tmp_path / "second.jsonl", _more_records())
-    _kill_at_crash_point(_cli(home, export, tmp_path, point), layout.manifests / f".at-crash-point-{point}")
-    cached = {p: p.stat().st_mtime_ns for p in (layout.staging / "vectors").local_path.rglob("*.parquet")}
+    _kill_at_crash_point(_cli(home, export, tmp_path, point, runner), layout.manifests / f".at-crash-point-{point}")
+    cached = {p: p.stat().st_mtime_ns for p in (layout.caches / "vectors").local_path.rglob("*.parquet")}
     if point == "embed":  # killed mid-way: some revisions embedded and cached, most not
         first_run = len(SAMPLE_RECORDS[:2])
         assert first_run < len(cached) < first_run + len(_more_records())
@@ -75,7 +82,7 @@ def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, tmp
     assert read_routing(layout).serving == "g0001"
     assert open_generation_table(layout, "g0001").to_arrow().sort_by("chunk_id").equals(served_before)
 
-    rerun = _cli(home, export, tmp_path, None)
+    rerun = _cli(home, export, tmp_path, None, runner)
     out, err = rerun.communicate(timeout=900)
     assert rerun.returncode == 0, err.decode()[-3000:]
     result = json.loads(out)
@@ -91,3 +98,48 @@ def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, tmp
     assert result["counts"]["sources"] == len(_more_records())
     # the rerun resumed: what the killed run had embedded was reused, not embedded again
     assert all(p.stat().st_mtime_ns == t for p, t in cached.items())
+    assert_one_revision_per_source_and_no_duplicate_chunks(layout, result["generation"])
+
+
+def assert_one_revision_per_source_and_no_duplicate_chunks(layout: StoreLayout, generation: str) -> None:
+    revisions = read_lineage_table(layout, generation, "revisions").to_pylist()
+    current = [r["source_id"] for r in revisions if r["is_current"]]
+    assert len(current) == len(set(current))
+    served = open_generation_table(layout, generation).to_arrow()
+    ids = served["chunk_id"].to_pylist()
+    assert len(ids) == len(set(ids))
+    texts = list(zip(served["doc_id"].to_pylist(), served["text"].to_pylist()))
+    assert len(texts) == len(set(texts))
+
+
+def test_a_dask_worker_killed_mid_ocr_is_replaced_and_the_release_completes(tmp_path: Path, home: Path):
+    """SIGKILL to the worker process in the middle of an OCR task: Dask runs the task again
+    elsewhere, the release completes, one revision per source and no chunk twice."""
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    (folder / "registre.pdf").write_bytes(fx.scanned_pdf_of(["registre-1793", "affiche-1848",
+                                                             "etat-civil-1854", "cahier-doleances-1789"]))
+    (folder / "acte.png").write_bytes(fx.straight_scan("PNG"))
+    write_records(folder / "export.jsonl", SAMPLE_RECORDS)
+    layout = StoreLayout.from_settings(settings_for(home))
+    marker = layout.manifests / ".at-crash-point-parse"
+    # two pages a task: the crash point, after a unit's first piece, is in the middle of OCR work
+    proc = _cli(home, folder, tmp_path, "parse", "dask", MABILLON_DASK__PAGES_PER_TASK="2")
+    deadline = time.monotonic() + 600
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "crash point never reached"
+        time.sleep(0.2)
+    worker = int(marker.read_text())
+    assert worker != proc.pid  # a worker process, not the flow
+    os.kill(worker, signal.SIGKILL)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    result = json.loads(out)
+    assert result["serving"] and not result["quarantined"]
+    # the export in the folder is read as its records (main: an export dropped in a folder)
+    assert result["counts"]["sources"] == 2 + len(SAMPLE_RECORDS) and result["run"]["ocr_pages"] >= 5
+    assert result["run"]["runner"] == "dask" and result["run"]["workers"] == 2
+    assert_one_revision_per_source_and_no_duplicate_chunks(layout, result["generation"])
+    pages = read_lineage_table(layout, result["generation"], "pages").to_pylist()
+    assert sorted(p["page_no"] for p in pages if p["parser"].startswith("tesseract")) == [1, 1, 2, 3, 4]

@@ -16,30 +16,42 @@ from prefect.client.schemas.objects import StateType
 from flows.drop_folder import ScheduledIngestParams, collect_inputs, read_uri_list
 from flows.serve import build_deployments, reachable_definitions
 from schemas.settings import PROJECT_ROOT, ServeSettings
-from tests.flows.conftest import (INGEST_CRON, MABILLON, SERVED, artifacts_of, free_port, stop_group,
-                                  wait_for_deployments)
+from tests.flows.conftest import (INGEST_CRON, MABILLON, OPERATOR_TOKEN, SERVED, TENANT_B_TOKEN, api,
+                                  artifacts_of,
+                                  free_port, run_through_api, stop_group, wait_for_deployments)
 
 NEW_RECORD = {"doc_id": "temps-1887-03-05", "corpus": "le_temps", "date": "1887-03-05",
               "text": "Le débat sur les blés viendra jeudi devant la Chambre. Les députés de la Brie "
                       "préparent des amendements sur les droits d'entrée."}
 
 
-def test_uri_list_keeps_local_paths_and_s3_uris_and_records_what_it_skips(tmp_path: Path):
+def test_uri_list_keeps_local_paths_and_s3_uris_and_names_every_line_it_skips(tmp_path: Path):
     (tmp_path / "a.jsonl").write_text("{}\n")
+    (tmp_path / "b c.pdf").write_bytes(b"%PDF-1.4")
     listing = tmp_path / "uris.txt"
-    listing.write_text("# exports of the week\n\na.jsonl\nfile:///data/b%20c.pdf\n"
-                       "s3://bucket/d.pdf\nhttp://example.org/e.pdf\n", "utf-8")
+    listing.write_text("# exports of the week\n\na.jsonl\n"
+                       f"file://{tmp_path}/b%20c.pdf\ns3://bucket/d.pdf\nhttp://example.org/e.pdf\n"
+                       "oups\ns3:///no-bucket.pdf\n", "utf-8")
     entries = read_uri_list(listing)
-    assert entries.paths == [str(tmp_path / "a.jsonl"), "/data/b c.pdf", "s3://bucket/d.pdf"]
-    assert entries.skipped == ["http://example.org/e.pdf: scheme http:// is not read by acquire "
-                               "(local paths, file:// and s3:// URIs are)"]
+    assert entries.paths == [str(tmp_path / "a.jsonl"), str(tmp_path / "b c.pdf"), "s3://bucket/d.pdf"]
+    assert entries.skipped == [
+        "line 6 'http://example.org/e.pdf': scheme http:// is not read by acquire "
+        "(local paths, file:// and s3:// URIs are)",
+        "line 7 'oups': no such file or folder",  # a stray word is named, never a crash
+        "line 8 's3:///no-bucket.pdf': an s3:// URI needs a bucket"]
+
+
+def test_a_uri_list_that_does_not_exist_is_one_skipped_entry(tmp_path: Path):
+    inputs = collect_inputs(ScheduledIngestParams(uri_list=str(tmp_path / "missing.txt")))
+    assert inputs.paths == [] and inputs.skipped == [f"{tmp_path / 'missing.txt'}: the URI list does not exist"]
 
 
 def test_scheduled_ingest_takes_the_folder_and_the_list(tmp_path: Path):
+    (tmp_path / "x.jsonl").write_text("{}\n")
     listing = tmp_path / "uris.txt"
-    listing.write_text("/data/x.jsonl\n", "utf-8")
+    listing.write_text(f"{tmp_path}/x.jsonl\n", "utf-8")
     inputs = collect_inputs(ScheduledIngestParams(drop_folder="/drop", uri_list=str(listing)))
-    assert inputs.paths == ["/drop", "/data/x.jsonl"]
+    assert inputs.paths == ["/drop", str(tmp_path / "x.jsonl")]
 
 
 def test_forms_hide_settings_and_keep_every_model_they_reference():
@@ -82,6 +94,11 @@ def test_compose_wires_server_postgres_minio_the_pool_and_its_workers():
     for job in (register, worker):
         assert job["depends_on"]["work-pool"]["condition"] == "service_completed_successfully"
         assert job["environment"]["PREFECT_API_URL"] == "http://prefect-server:4200/api"
+    # the API asks for Prefect's basic-auth string, and every client container sends the same one
+    assert server_env["PREFECT_SERVER_API_AUTH_STRING"].startswith("${MABILLON_PREFECT_AUTH:?")
+    for job in (pool, register, worker):
+        assert job["environment"]["PREFECT_API_AUTH_STRING"] == server_env["PREFECT_SERVER_API_AUTH_STRING"]
+        assert job["environment"]["PREFECT_LOGGING_HANDLERS_API_CLASS"] == "flows.run_logging.RedactedAPILogHandler"
     assert worker["environment"]["AWS_ENDPOINT_URL"] == "http://minio:9000"
     assert worker["build"]["context"] == ".."  # compose paths are relative to deploy/
     assert (PROJECT_ROOT / worker["build"]["dockerfile"]).exists()
@@ -103,6 +120,8 @@ def test_compose_worker_keeps_lancedb_and_the_source_store_in_minio(tmp_path: Pa
     assert worker["depends_on"]["minio-buckets"]["condition"] == "service_completed_successfully"
     # the settings the worker builds from that environment: warehouse on MinIO, manifests on the volume
     for key, value in {**env, "MABILLON_HOME": str(tmp_path)}.items():
+        if value.startswith("${"):  # compose's own substitution, not a value
+            continue
         monkeypatch.setenv(key, value)
     layout = StoreLayout.from_settings(MabillonSettings())
     assert layout.lance.uri == f"{warehouse}/lance" and layout.blobs.uri.startswith(warehouse)
@@ -112,42 +131,53 @@ def test_compose_worker_keeps_lancedb_and_the_source_store_in_minio(tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_every_deployment_is_registered_with_its_form_and_limits(prefect_server, serving,
-                                                                 drop_folder):
-    rows = httpx.post(f"{prefect_server.api_url}/deployments/filter", json={}, timeout=10).json()
+def test_every_deployment_is_registered_with_its_form_description_and_limits(prefect_server, serving,
+                                                                             drop_folder):
+    with api(prefect_server) as client:
+        rows = client.post("/deployments/filter", json={}).json()
     by_name = {d["name"]: d for d in rows}
     assert SERVED <= set(by_name)
     for row in by_name.values():
         assert "settings" not in row["parameter_openapi_schema"]["properties"]
+        assert row["description"] and row["description"].startswith("For ")
     ask_form = by_name["ask"]["parameter_openapi_schema"]
     assert ask_form["required"] == ["params"]
-    assert "question" in ask_form["definitions"]["AskParams"]["required"]
+    ask_params = ask_form["definitions"]["AskParams"]
+    assert list(ask_params["properties"])[0] == "question" and "question" in ask_params["required"]
+    assert "principal" not in ask_params["properties"]  # never a typed name in a form
+    assert ask_params["properties"]["access_token"]["format"] == "password"
+    assert ask_params["properties"]["generation"]["enum"] == ["serving", "g0002", "g0001"]
     ingest = by_name["scheduled-ingest"]
     assert [s["schedule"]["cron"] for s in ingest["schedules"]] == [INGEST_CRON]
     assert ingest["parameters"]["params"]["drop_folder"] == str(drop_folder)
-    for name in ("scheduled-ingest", "promote", "rollback", "delete", "gc"):
+    for name in ("scheduled-ingest", "release", "promote", "rollback", "canary", "delete", "gc"):
         assert by_name[name]["global_concurrency_limit"]["limit"] == 1, name
+    for name, model in (("promote", "PromoteParams"), ("rollback", "RollbackParams"),
+                        ("canary", "CanaryParams"), ("delete", "DeleteParams"), ("gc", "GcParams")):
+        form = by_name[name]["parameter_openapi_schema"]["definitions"][model]
+        assert {"operator", "operator_token"} <= set(form["required"]), name
     assert by_name["ask"]["global_concurrency_limit"] is None
 
 
 @pytest.mark.slow
-def test_ask_run_triggered_through_the_api_completes_with_its_evidence(prefect_server, ask_run):
+def test_the_api_refuses_a_client_without_the_auth_string(prefect_server, serving):
+    assert httpx.post(f"{prefect_server.api_url}/deployments/filter", json={}, timeout=10).status_code == 401
+    with api(prefect_server) as client:
+        assert client.post("/deployments/filter", json={}).status_code == 200
+
+
+@pytest.mark.slow
+def test_ask_run_triggered_through_the_api_completes_with_readable_evidence(prefect_server, ask_run):
     assert ask_run.state.type == StateType.COMPLETED, ask_run.state.message
-    artifacts = artifacts_of(prefect_server.api_url, ask_run.id)
-    evidence = artifacts["ask-evidence"]
-    assert evidence["type"] == "markdown"
-    assert "Generation `g0001`" in evidence["data"]
-    # the sample records that speak of the postponed debate on wheat are cited
-    assert "gaulois-1887-03-03" in evidence["data"]
-    assert "intransigeant-1887-03-04" in evidence["data"]
-
-
-def run_through_api(api_url: str, name: str, parameters: dict | None = None):
-    from prefect.deployments import run_deployment
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    with temporary_settings({PREFECT_API_URL: api_url}):
-        return run_deployment(name, parameters=parameters or {}, timeout=300)
+    assert ask_run.name.startswith("ask: Quand le débat sur les blés")
+    artifacts = artifacts_of(prefect_server, ask_run.id)
+    evidence = artifacts["ask-evidence"]["data"]
+    assert "from generation `g0002`" in evidence
+    # the sample records that speak of the postponed debate on wheat are cited, with passages
+    assert "gaulois-1887-03-03" in evidence and "intransigeant-1887-03-04" in evidence
+    assert "**blés**" in evidence and "[lineage](" in evidence
+    assert "ask-lineage" in artifacts and "sha256" in artifacts["ask-lineage"]["data"]
+    assert "/tmp" not in evidence and "/tmp" not in artifacts["ask-lineage"]["data"]
 
 
 def serving_generation(home: Path) -> str | None:
@@ -158,12 +188,20 @@ def serving_generation(home: Path) -> str | None:
     return read_routing(StoreLayout.from_settings(MabillonSettings(home=home))).serving
 
 
+def routing_history(home: Path):
+    from schemas.settings import MabillonSettings
+    from tasks.store.layout import StoreLayout
+    from tasks.store.routing import read_routing
+
+    return read_routing(StoreLayout.from_settings(MabillonSettings(home=home))).history
+
+
 @pytest.fixture(scope="module")
 def scheduled_ingest_run(prefect_server, serving, drop_folder):
     """A new export lands in the drop folder; the scheduled-ingest deployment is run on demand."""
     (drop_folder / "week-10.jsonl").write_text(json.dumps(NEW_RECORD, ensure_ascii=False) + "\n",
                                                "utf-8")
-    return run_through_api(prefect_server.api_url, "scheduled-ingest/scheduled-ingest")
+    return run_through_api(prefect_server, "scheduled-ingest/scheduled-ingest")
 
 
 @pytest.mark.slow
@@ -171,38 +209,73 @@ def test_scheduled_ingest_run_publishes_what_lands_in_the_drop_folder(prefect_se
                                                                       scheduled_ingest_run):
     run = scheduled_ingest_run
     assert run.state.type == StateType.COMPLETED, run.state.message
-    summary = artifacts_of(prefect_server.api_url, run.id)["scheduled-ingest"]["data"]
-    assert "generation `g0002`: published and serving" in summary
+    artifacts = artifacts_of(prefect_server, run.id)
+    summary = artifacts["scheduled-ingest"]["data"]
+    assert "generation `g0003`: published and serving" in summary
     assert "added 1, changed 0, unchanged 0" in summary
-    assert serving_generation(served_home) == "g0002"
+    assert serving_generation(served_home) == "g0003"
+    # every release shows the generations and what changed
+    table = json.loads(artifacts["generations"]["data"])
+    assert [r["generation"] for r in table] == ["g0003", "g0002", "g0001"]
+    assert [r["status"] for r in table][:2] == ["serving", "retired (kept: can be promoted again)"]
+    assert "g0002 → g0003" in artifacts["last-diff"]["data"] and "  + week-10" in artifacts["last-diff"]["data"]
 
 
 @pytest.mark.slow
-def test_rollback_deployment_returns_to_the_previous_generation(prefect_server, served_home,
-                                                                 scheduled_ingest_run):
-    assert serving_generation(served_home) == "g0002"
-    run = run_through_api(prefect_server.api_url, "rollback/rollback",
-                          {"params": {"reason": "bad export"}})
+def test_operator_deployments_refuse_a_run_without_an_operator_token(prefect_server, served_home,
+                                                                     scheduled_ingest_run):
+    before = serving_generation(served_home)
+    # the form requires the token: without one the API does not even create the run
+    with pytest.raises(Exception, match="operator_token"):
+        run_through_api(prefect_server, "rollback/rollback",
+                        {"params": {"reason": "no token", "operator": "Mallory"}})
+    for params in ({"reason": "wrong token", "operator": "Mallory", "operator_token": "guess"},
+                   {"reason": "a reader's token", "operator": "Mallory", "operator_token": TENANT_B_TOKEN}):
+        run = run_through_api(prefect_server, "rollback/rollback", {"params": params})
+        assert run.state.type == StateType.FAILED
+        failure = artifacts_of(prefect_server, run.id)["failure"]["data"]
+        assert "operator's access token" in failure and "/tmp" not in failure
+        assert "serves" not in failure  # no data in a refusal
+    assert serving_generation(served_home) == before
+
+
+@pytest.mark.slow
+def test_rollback_deployment_records_the_operator_and_shows_what_serves(prefect_server, served_home,
+                                                                       scheduled_ingest_run):
+    assert serving_generation(served_home) == "g0003"
+    run = run_through_api(prefect_server, "rollback/rollback", {"params": {
+        "reason": "bad export", "operator": "Marie Curie", "operator_token": OPERATOR_TOKEN}})
     assert run.state.type == StateType.COMPLETED, run.state.message
-    assert serving_generation(served_home) == "g0001"
-    assert "Serving: g0001" in artifacts_of(prefect_server.api_url, run.id)["routing"]["data"]
+    assert run.name == "rollback by Marie Curie"
+    assert serving_generation(served_home) == "g0002"
+    assert routing_history(served_home)[-1].actor == "Marie Curie [ops]"
+    artifacts = artifacts_of(prefect_server, run.id)
+    assert "Serving: g0002" in artifacts["routing"]["data"]
+    assert json.loads(artifacts["generations"]["data"])[1]["status"].startswith("serving")
+    # the token is not kept in the run's stored parameters
+    with api(prefect_server) as client:
+        stored = client.get(f"/flow_runs/{run.id}").json()["parameters"]["params"]
+    assert stored["operator_token"] == "**********" and stored["operator"] == "Marie Curie"
 
 
 @pytest.mark.slow
-def test_serve_without_an_api_url_starts_its_own_server_and_stops_it(tmp_path: Path, served_home):
+def test_serve_without_an_api_url_starts_its_own_server_and_stops_it(tmp_path: Path):
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    env["MABILLON_SERVE__AUTH_STRING"] = "keeper:own-server-secret"
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:  # a file, not an unread pipe that could fill and block it
+        # another home: this serve's state file must not replace the shared serve's
         room_port = free_port()
-        serve = subprocess.Popen([str(MABILLON), "serve", "--home", str(served_home), "--port", str(port),
-                                  "--reading-room-port", str(room_port)],
+        serve = subprocess.Popen([str(MABILLON), "serve", "--home", str(tmp_path / "other-home"),
+                                  "--port", str(port), "--reading-room-port", str(room_port)],
                                  env=env, stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         api_url = f"http://127.0.0.1:{port}/api"
-        wait_for_deployments(api_url, SERVED, serve, timeout_s=180)
+        wait_for_deployments(api_url, SERVED, serve, timeout_s=180, auth_string="keeper:own-server-secret")
+        assert httpx.get(f"{api_url}/deployments/filter", timeout=10).status_code in (401, 405)
         # the UI is told to call this server's API, not the default localhost:4200
         assert httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=10).json()["api_url"] == api_url
         serve.send_signal(signal.SIGTERM)

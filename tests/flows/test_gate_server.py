@@ -12,19 +12,26 @@ import pytest
 import yaml
 from prefect.client.schemas.objects import StateType
 
-from tests.flows.conftest import artifacts_of, headless_chromium
+from tests.flows.conftest import OPERATOR_TOKEN, artifacts_of, headless_chromium
 from tests.flows.test_deployments import serving_generation
+from tests.flows.test_ui import sign_in
 
 pytestmark = pytest.mark.slow
 
 
-def client_for(api_url: str):
+def signed_in(server):
+    """Prefect settings of a client of the test server (its API asks for the auth string)."""
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    return temporary_settings({PREFECT_API_URL: server.api_url, PREFECT_API_AUTH_STRING: server.auth_string})
+
+
+def client_for(server):
     from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     class Scoped:
         def __enter__(self):
-            self._settings = temporary_settings({PREFECT_API_URL: api_url})
+            self._settings = signed_in(server)
             self._settings.__enter__()
             self._client = get_client(sync_client=True)
             return self._client.__enter__()
@@ -35,22 +42,21 @@ def client_for(api_url: str):
     return Scoped()
 
 
-def start_gated_release(api_url: str, records: list[dict], folder: Path, **options):
+def start_gated_release(server, records: list[dict], folder: Path, **options):
     """Trigger the `release` deployment on a fresh export, gate on, without waiting for it."""
     from prefect.deployments import run_deployment
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     folder.mkdir(parents=True, exist_ok=True)
     export = folder / "export.jsonl"
     export.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
-    with temporary_settings({PREFECT_API_URL: api_url}):
+    with signed_in(server):
         return run_deployment("release/release", timeout=0, parameters={
             "paths": [str(export)], "options": {"gate": True, "reason": "weekly intake", **options}})
 
 
-def wait_for_state(api_url: str, run_id, accept, timeout_s: float = 600):
+def wait_for_state(server, run_id, accept, timeout_s: float = 600):
     deadline = time.monotonic() + timeout_s
-    with client_for(api_url) as client:
+    with client_for(server) as client:
         while time.monotonic() < deadline:
             run = client.read_flow_run(run_id)
             if run.state and accept(run.state):
@@ -60,13 +66,13 @@ def wait_for_state(api_url: str, run_id, accept, timeout_s: float = 600):
     raise TimeoutError(f"run {run_id} not in the expected state within {timeout_s}s")
 
 
-def paused(api_url: str, run_id):
-    return wait_for_state(api_url, run_id, lambda s: s.is_paused())
+def paused(server, run_id):
+    return wait_for_state(server, run_id, lambda s: s.is_paused())
 
 
-def finished(api_url: str, run_id, timeout_s: float = 600):
+def finished(server, run_id, timeout_s: float = 600):
     deadline = time.monotonic() + timeout_s
-    with client_for(api_url) as client:
+    with client_for(server) as client:
         while time.monotonic() < deadline:
             run = client.read_flow_run(run_id)
             if run.state and run.state.is_final():
@@ -75,15 +81,15 @@ def finished(api_url: str, run_id, timeout_s: float = 600):
     raise TimeoutError(f"run {run_id} did not finish")
 
 
-def the_form(api_url: str, run) -> tuple[str, dict]:
+def the_form(server, run) -> tuple[str, dict]:
     keys = run.state.state_details.run_input_keyset
-    with client_for(api_url) as client:
+    with client_for(server) as client:
         return (json.loads(client.read_flow_run_input(run.id, keys["description"])),
                 json.loads(client.read_flow_run_input(run.id, keys["schema"])))
 
 
-def resume(api_url: str, run_id, answer: dict):
-    with client_for(api_url) as client:
+def resume(server, run_id, answer: dict):
+    with client_for(server) as client:
         return client.resume_flow_run(run_id, run_input=answer)
 
 
@@ -104,16 +110,16 @@ def record(doc_id: str, text: str) -> dict:
 def paused_release(prefect_server, serving, served_home, tmp_path_factory):
     """One gated release, paused for its reviewer (the form tests read it, the approval test ends it)."""
     before = serving_generation(served_home)
-    run = start_gated_release(prefect_server.api_url, [record(
+    run = start_gated_release(prefect_server, [record(
         "temps-1887-03-06", "Le Temps. La Chambre discutera jeudi des droits sur les blés; M. Méline "
         "défendra le tarif devant les députés de la Brie.")], tmp_path_factory.mktemp("gate-approve"))
-    return before, paused(prefect_server.api_url, run.id)
+    return before, paused(prefect_server, run.id)
 
 
 def test_a_gated_release_pauses_with_the_shadow_report_in_its_form(prefect_server, served_home,
                                                                    paused_release):
     before, run = paused_release
-    description, schema = the_form(prefect_server.api_url, run)
+    description, schema = the_form(prefect_server, run)
     candidate = schema["properties"]["generation"]["default"]
     assert candidate != before and serving_generation(served_home) == before  # staged, not serving
     assert f"Release `{candidate}` waits for a decision" in description
@@ -122,7 +128,7 @@ def test_a_gated_release_pauses_with_the_shadow_report_in_its_form(prefect_serve
     assert "Latency, median" in description and "added 1" in description
     assert schema["properties"]["decision"]["enum"] == ["approve", "reject", "canary"]
     assert set(schema["required"]) == {"decision", "reason"}
-    assert artifacts_of(prefect_server.api_url, run.id)["release-gate"]["data"] == description
+    assert artifacts_of(prefect_server, run.id)["release-gate"]["data"] == description
     # the wait holds no lock: the release lock file is free
     import fcntl
 
@@ -136,6 +142,7 @@ def test_the_paused_run_shows_its_decision_form_in_the_ui(prefect_server, paused
 
     _, run = paused_release
     with headless_chromium(tmp_path / "profile", height=1100) as page:
+        sign_in(page, prefect_server.ui_url)
         page.goto(f"{prefect_server.ui_url}/runs/flow-run/{run.id}")
         expect(page.get_by_text("Paused").first).to_be_visible(timeout=60_000)
         page.get_by_role("button", name=re.compile("^Resume")).first.click()
@@ -153,30 +160,31 @@ def test_the_paused_run_shows_its_decision_form_in_the_ui(prefect_server, paused
 def test_an_approval_through_the_api_promotes_and_leaves_the_record(prefect_server, served_home,
                                                                     paused_release):
     before, run = paused_release
-    _, schema = the_form(prefect_server.api_url, run)
+    _, schema = the_form(prefect_server, run)
     candidate = schema["properties"]["generation"]["default"]
-    short = resume(prefect_server.api_url, run.id, {"generation": candidate, "decision": "approve", "reason": "ok"})
+    short = resume(prefect_server, run.id, {"generation": candidate, "decision": "approve", "reason": "ok"})
     assert short.status.value == "REJECT" and "too short" in str(short.details)  # the API checks the form
     assert serving_generation(served_home) == before
-    done = resume(prefect_server.api_url, run.id, {"generation": candidate, "decision": "approve",
-                                                   "reason": "recall holds, one new article", "operator": "ana"})
+    done = resume(prefect_server, run.id, {"generation": candidate, "decision": "approve",
+                                           "reason": "recall holds, one new article",
+                                           "access_token": OPERATOR_TOKEN})
     assert done.status.value == "ACCEPT"
-    final = finished(prefect_server.api_url, run.id)
+    final = finished(prefect_server, run.id)
     assert final.state.type == StateType.COMPLETED, final.state.message
     assert serving_generation(served_home) == candidate
     event = routing_of(served_home)["history"][-1]
     assert (event["action"], event["actor"], event["to_generation"], event["from_generation"]) == (
-        "promote", "ana", candidate, before)
+        "promote", "ops", candidate, before)  # the operator of the token (principals.json)
     assert event["flow_run_id"] == str(run.id)
     [rec] = records_of(served_home, candidate)
     assert rec["decision"]["action"] == "approve" and rec["decision"]["reason"] == "recall holds, one new article"
     assert rec["rollback_target"] == before and rec["shadow"]["n"] == 3
     assert rec["freshness"]["seconds"] > 0 and rec["freshness"]["newest_source"].endswith("export.jsonl#L1")
-    artifacts = artifacts_of(prefect_server.api_url, run.id)
-    assert "approve** by ana" in artifacts["release-record"]["data"]
+    artifacts = artifacts_of(prefect_server, run.id)
+    assert "approve** by ops" in artifacts["release-record"]["data"]
     # the answer left the Prefect database once read (it may carry an access token)
     keys = final.state.state_details.run_input_keyset or run.state.state_details.run_input_keyset
-    with client_for(prefect_server.api_url) as client:
+    with client_for(prefect_server) as client:
         from prefect.exceptions import PrefectHTTPStatusError
 
         with pytest.raises(PrefectHTTPStatusError, match="404"):
@@ -185,19 +193,19 @@ def test_an_approval_through_the_api_promotes_and_leaves_the_record(prefect_serv
 
 def test_a_rejection_retires_the_candidate(prefect_server, served_home, tmp_path):
     before = serving_generation(served_home)
-    run = start_gated_release(prefect_server.api_url, [record(
+    run = start_gated_release(prefect_server, [record(
         "temps-1887-03-07", "Le Temps. Les sucres du Nord reviennent devant la commission.")], tmp_path)
-    run = paused(prefect_server.api_url, run.id)
-    candidate = the_form(prefect_server.api_url, run)[1]["properties"]["generation"]["default"]
-    wrong = resume(prefect_server.api_url, run.id, {"generation": before, "decision": "reject",
-                                                    "reason": "wrong run on purpose"})
+    run = paused(prefect_server, run.id)
+    candidate = the_form(prefect_server, run)[1]["properties"]["generation"]["default"]
+    wrong = resume(prefect_server, run.id, {"generation": before, "decision": "reject",
+                                            "reason": "wrong run on purpose", "access_token": OPERATOR_TOKEN})
     assert wrong.status.value == "ACCEPT"  # the form is valid, the decision is not: asked again
-    run = paused(prefect_server.api_url, run.id)
-    assert "Refused: this release gates" in the_form(prefect_server.api_url, run)[0]
+    run = paused(prefect_server, run.id)
+    assert "Refused: this release gates" in the_form(prefect_server, run)[0]
     assert serving_generation(served_home) == before and candidate not in routing_of(served_home)["retired"]
-    resume(prefect_server.api_url, run.id, {"generation": candidate, "decision": "reject",
-                                            "reason": "duplicates last week's export"})
-    final = finished(prefect_server.api_url, run.id)
+    resume(prefect_server, run.id, {"generation": candidate, "decision": "reject",
+                                    "reason": "duplicates last week's export", "access_token": OPERATOR_TOKEN})
+    final = finished(prefect_server, run.id)
     assert final.state.type == StateType.COMPLETED, final.state.message
     routing = routing_of(served_home)
     assert routing["serving"] == before and candidate in routing["retired"]
@@ -207,12 +215,12 @@ def test_a_rejection_retires_the_candidate(prefect_server, served_home, tmp_path
 
 def test_nobody_deciding_in_time_leaves_it_staged_and_says_so(prefect_server, served_home, tmp_path):
     before = serving_generation(served_home)
-    run = start_gated_release(prefect_server.api_url, [record(
+    run = start_gated_release(prefect_server, [record(
         "temps-1887-03-08", "Le Temps. Séance sans incident; la Chambre ajourne le budget.")], tmp_path,
         gate_timeout_s=15)
-    run = paused(prefect_server.api_url, run.id)
-    candidate = the_form(prefect_server.api_url, run)[1]["properties"]["generation"]["default"]
-    final = finished(prefect_server.api_url, run.id)
+    run = paused(prefect_server, run.id)
+    candidate = the_form(prefect_server, run)[1]["properties"]["generation"]["default"]
+    final = finished(prefect_server, run.id)
     assert final.state.type == StateType.FAILED  # not silent: the run says it was never resumed
     routing = routing_of(served_home)
     assert routing["serving"] == before and candidate not in routing["retired"]
@@ -222,4 +230,4 @@ def test_nobody_deciding_in_time_leaves_it_staged_and_says_so(prefect_server, se
     assert (served_home / "manifests" / "generations" / f"{candidate}.yaml").exists()
     rec = records_of(served_home, candidate)[-1]
     assert rec["decision"]["action"] == "timeout" and rec["freshness"]["answerable_at"] is None
-    assert "timeout" in artifacts_of(prefect_server.api_url, run.id)["release-record"]["data"]
+    assert "timeout" in artifacts_of(prefect_server, run.id)["release-record"]["data"]

@@ -55,7 +55,7 @@ def recorded_flow_parameters() -> str:
 
 def vector_cache_stamps(bucket) -> dict[str, tuple]:
     pages = bucket.client().get_paginator("list_objects_v2").paginate(
-        Bucket=bucket.name, Prefix="warehouse/staging/vectors/")
+        Bucket=bucket.name, Prefix="warehouse/caches/vectors/")
     stamps = {o["Key"]: (o["ETag"], o["LastModified"]) for p in pages for o in p.get("Contents", [])}
     assert stamps
     return stamps
@@ -77,7 +77,7 @@ def test_a_generation_is_published_to_and_served_from_s3(tmp_path: Path, home: P
     assert result.published and result.serving and result.generation == "g0001"
     keys = s3_bucket.keys("warehouse/")
     for part in ("blobs/sha256/", "lance/chunks.lance/_refs/tags/g0001", "lineage/g0001/chunks.parquet",
-                 "staging/vectors/"):
+                 "caches/vectors/"):
         assert any(k.startswith(f"warehouse/{part}") for k in keys), part
     assert not (home / "warehouse").exists()  # nothing of the warehouse on the local disk
     assert (home / "manifests" / "routing.json").exists()  # the switch stays a local atomic rename
@@ -122,7 +122,7 @@ def test_delete_on_s3_masks_at_once_and_leaves_no_object_holding_the_document(
     release(paths=[str(write_records(tmp_path / "a.jsonl", [*SAMPLE_RECORDS, SECRET]))], settings=settings)
     assert SECRET["doc_id"] in [h.doc_id for h in Retriever.open(settings, PUBLIC).warm_start(MARKER, k=5)]
     holding = objects_containing(s3_bucket, MARKER)
-    for part in ("blobs/", "lance/chunks.lance/data/", "lineage/g0001/", "staging/parsed/"):
+    for part in ("blobs/", "lance/chunks.lance/data/", "lineage/g0001/", "caches/parsed/"):
         assert any(k.startswith(f"warehouse/{part}") for k in holding), part  # so "none left" means something
 
     result = delete(DeleteParams(doc_ids=[SECRET["doc_id"]], reason="droit à l'oubli"), settings=settings)

@@ -3,7 +3,7 @@
 file named by $HOSTILE_MARKER and sleeps until it is killed. Test-only: the stage functions are
 wrapped here, so the product carries no hook for them.
 
-acquire  after three sources are stored     parse   after three documents are parsed
+acquire  after three sources are stored     parse   after three pieces (documents or pages) are parsed
 publish  after the LanceDB version and tag are written, before the Parquet lineage
 after-switch  just after the routing record was switched to the new generation
 """
@@ -42,12 +42,13 @@ def before(function):
 
 
 def install(stage: str) -> None:
-    from tasks.ingest import acquire, parse, publish
+    from tasks.ingest import acquire, publish
+    from tasks.ingest.parse import units
 
     if stage == "acquire":
         acquire.acquire_one = after(3, acquire.acquire_one)
     elif stage == "parse":
-        parse.parse_untrusted = after(3, parse.parse_untrusted)
+        units.read_piece = after(3, units.read_piece)  # the parse stage's one call into the sandbox
     elif stage == "publish":
         publish.write_lineage_snapshot = before(publish.write_lineage_snapshot)
     elif stage == "after-switch":

@@ -18,7 +18,7 @@ from tasks.ingest.parse import parse_revision
 ENTRY = "tests.hostile.crashers:parse"
 
 
-def parse(data, revision, settings):
+def parse(data, revision, settings, pages=None):
     head = data[:8]
     if head.startswith(b"SEGV"):
         ctypes.string_at(0)
@@ -38,4 +38,4 @@ def parse(data, revision, settings):
         return handles
     if head.startswith(b"EXIT"):
         os._exit(3)
-    return parse_revision(data, revision, settings)
+    return parse_revision(data, revision, settings, pages)

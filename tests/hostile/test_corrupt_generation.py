@@ -99,7 +99,7 @@ def test_a_file_torn_between_write_and_switch_is_never_switched_to(two_generatio
                       if n.startswith("lance/chunks.lance/data/")))
         return manifest
 
-    monkeypatch.setattr("flows.release.write_generation", write_then_tear)
+    monkeypatch.setattr("tasks.ingest.publish.write_generation", write_then_tear)
     extra = dict(EXTRA, doc_id="jo-1887-03-14", text=EXTRA["text"] + " Séance levée.")
     with pytest.raises(CorruptGeneration):
         release(paths=[str(write_records(tmp_path / "c.jsonl", [extra]))], settings=settings)

@@ -3,7 +3,7 @@ import pytest
 from schemas.embedding import EmbeddingInputTooLong
 from schemas.lineage import Element, ParsedDocument, ParsedPage
 from schemas.settings import EmbeddingSettings
-from tasks.ingest.chunk import PAGE_JOINER, chunk_document, plan_for, sentence_spans
+from tasks.ingest.chunk import PAGE_JOINER, chunk_document, chunk_spec, sentence_spans
 from tasks.embedding import load_embedder
 from tasks.ingest.parse.normalize import normalize_text
 
@@ -36,10 +36,10 @@ def test_sentence_spans_trim_and_split_on_french_punctuation():
 
 
 def test_chunks_never_exceed_the_model_limit_counted_by_its_tokenizer(embedder):
-    plan = plan_for(embedder.count_tokens, 60, embedder.space.max_input_tokens, "t")
+    spec = chunk_spec(embedder.count_tokens, 60, embedder.space.max_input_tokens, "t")
     sentence = "Le ministre de l'intérieur répond à l'interpellation sur les incendies du canton. "
     monster = " ".join(["anticonstitutionnellement"] * 400)  # one sentence far over the limit
-    chunks = chunk_document(_doc([sentence * 30 + monster]), "d", plan, embedder.count_tokens)
+    chunks = chunk_document(_doc([sentence * 30 + monster]), "d", spec, embedder.count_tokens)
     counts = embedder.count_tokens([c.text for c in chunks])
     assert max(counts) <= embedder.space.max_input_tokens
     assert all(c.n_tokens == n for c, n in zip(chunks, counts))
@@ -47,11 +47,11 @@ def test_chunks_never_exceed_the_model_limit_counted_by_its_tokenizer(embedder):
 
 
 def test_offsets_point_into_raw_text_and_ids_are_deterministic(embedder):
-    plan = plan_for(embedder.count_tokens, 40, embedder.space.max_input_tokens, "t")
+    spec = chunk_spec(embedder.count_tokens, 40, embedder.space.max_input_tokens, "t")
     pages = ["Première page. " * 20, "Deuxième   page,\navec un mot coupé en fin de li-\ngne. " * 10]
     doc = _doc(pages)
-    a = chunk_document(doc, "d", plan, embedder.count_tokens)
-    b = chunk_document(doc, "d", plan, embedder.count_tokens)
+    a = chunk_document(doc, "d", spec, embedder.count_tokens)
+    b = chunk_document(doc, "d", spec, embedder.count_tokens)
     assert [c.chunk_id for c in a] == [c.chunk_id for c in b]
     raw = PAGE_JOINER.join(pages)
     for c in a:
@@ -61,9 +61,9 @@ def test_offsets_point_into_raw_text_and_ids_are_deterministic(embedder):
 
 
 def test_chunks_carry_page_and_box_spans(embedder):
-    plan = plan_for(embedder.count_tokens, 30, embedder.space.max_input_tokens, "t")
+    spec = chunk_spec(embedder.count_tokens, 30, embedder.space.max_input_tokens, "t")
     page = "\n\n".join(f"Paragraphe numéro {i} du registre des délibérations." for i in range(6))
-    chunks = chunk_document(_doc([page], boxes=True), "d", plan, embedder.count_tokens)
+    chunks = chunk_document(_doc([page], boxes=True), "d", spec, embedder.count_tokens)
     assert all(c.spans and c.spans[0].bbox is not None for c in chunks)
     first = chunks[0].spans[0].bbox
     assert first[0] == 10.0 and first[1] == 20.0
@@ -79,9 +79,15 @@ def test_chunking_terminates_when_word_counts_underestimate_the_tokenizer():
     # e5's sentencepiece counts "a" or "," as nothing in isolation but not in context, so a
     # greedy word packing can overshoot; the exact check must re-split, never loop forever.
     e5 = load_embedder(EmbeddingSettings(model="e5"))
-    plan = plan_for(e5.count_tokens, 200, e5.space.max_input_tokens, "e5")
+    spec = chunk_spec(e5.count_tokens, 200, e5.space.max_input_tokens, "e5")
     text = " ".join(["a , à l' de M. le 1887 ; y a-t-il"] * 400)  # no sentence end at all
-    chunks = chunk_document(_doc([text]), "d", plan, e5.count_tokens)
+    chunks = chunk_document(_doc([text]), "d", spec, e5.count_tokens)
     counts = e5.count_tokens([c.text for c in chunks])
     assert max(counts) <= e5.space.max_input_tokens
-    assert max(n - plan.overhead_tokens for n in counts) <= plan.content_limit + 8
+    assert max(n - spec.overhead_tokens for n in counts) <= spec.content_limit + 8
+
+
+def test_a_document_without_text_has_no_chunks_and_the_tokenizer_takes_an_empty_batch(embedder):
+    spec = chunk_spec(embedder.count_tokens, 60, embedder.space.max_input_tokens, "t")
+    assert embedder.count_tokens([]) == []
+    assert chunk_document(_doc(["", "  \n "]), "d", spec, embedder.count_tokens) == []

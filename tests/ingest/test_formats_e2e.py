@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from flows.make_sample import SAMPLE_DIR, make_sample
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_query import document_lineage
 from tests.conftest import settings_for
+from tests.runners import RUNNERS
 
 pytestmark = pytest.mark.slow
 
@@ -29,17 +31,21 @@ EXPECTED_PARSERS = {
 SCAN = "deliberations/vaux-le-moutier-an-2-brumaire-22"
 
 
-def mabillon(home: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args, "--home", str(home)],
+def mabillon(home: Path, *args: str, runner: str = "local") -> subprocess.CompletedProcess:
+    env = dict(os.environ, MABILLON_RUNNER=runner, MABILLON_DASK__WORKERS="2")
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args, "--home", str(home)], env=env,
                           capture_output=True, text=True, timeout=900, check=True)
 
 
-@pytest.fixture(scope="module")
-def ingested(tmp_path_factory) -> tuple[Path, dict]:
+@pytest.fixture(scope="module", params=RUNNERS)
+def ingested(request, tmp_path_factory) -> tuple[Path, dict]:
+    """The bundled sample with its refusals, ingested through the CLI on each runner."""
     folder = tmp_path_factory.mktemp("inbox") / "sample"
     make_sample(folder, with_refusals=True)
     home = tmp_path_factory.mktemp("home")
-    return home, json.loads(mabillon(home, "ingest", str(folder), "--json").stdout)
+    result = json.loads(mabillon(home, "ingest", str(folder), "--json", runner=request.param).stdout)
+    assert result["run"]["runner"] == request.param
+    return home, result
 
 
 def lineage(home: Path, doc_id: str) -> dict:

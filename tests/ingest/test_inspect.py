@@ -80,3 +80,11 @@ def test_byte_limit_refuses_a_large_file():
     data = fx.two_page_digital_pdf()
     accepted, refused = inspect("gros.pdf", data, InspectionLimits(max_bytes=len(data) - 1))
     assert accepted is None and f"{len(data)} bytes exceeds" in refused.reason
+
+
+def test_a_page_box_over_the_limit_is_refused_before_anything_renders_it():
+    accepted, refused = inspect("geante.pdf", fx.giant_blank_pdf())
+    assert accepted is None
+    assert refused.reason == "PDF page 1 is 200 × 200 in, over the limit of 100 in a side"
+    accepted, refused = inspect("plan.pdf", fx.giant_blank_pdf(60), InspectionLimits(max_page_inches=100))
+    assert refused is None  # a large plan (60 in) under the limit is accepted

@@ -14,6 +14,7 @@ from schemas.generation import Quarantined
 from tasks.ingest.acquire import AccessDefaults, iter_inputs
 from tasks.query.principals import default_principal
 from tasks.query.retriever import Retriever, drop_caches
+from tasks.store.integrity import record_digests
 from tasks.store.lance_store import open_generation_table
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout
 from tasks.store.lineage_store import read_lineage_table
@@ -99,7 +100,7 @@ def test_a_sidecar_only_change_reaches_the_served_chunks_without_reembedding(tmp
         (folder / f"{r['doc_id']}.txt").write_text(r["text"], "utf-8")
     release(paths=[str(folder)], settings=settings)
     layout = StoreLayout.from_settings(settings)
-    vectors = {p: p.stat().st_mtime_ns for p in (layout.staging / "vectors").local_path.rglob("*.parquet")}
+    vectors = {p: p.stat().st_mtime_ns for p in (layout.caches / "vectors").local_path.rglob("*.parquet")}
     assert "jo-1887-03-02" in _docs(Retriever.open(settings, default_principal(settings)))
 
     (folder / "sidecar.json").write_text(json.dumps([{"file": "jo-1887-03-02.txt",
@@ -125,6 +126,7 @@ def _strip_validity(layout: StoreLayout, generation: str) -> None:
     table = open_generation_table(layout, generation).to_arrow().drop_columns(["valid_from", "valid_to"])
     new = db.create_table(CHUNKS_TABLE, table, mode="overwrite")
     new.tags.update(generation, new.version)
+    record_digests(layout, generation)  # rewritten on purpose: what it serves now is what was written
     drop_caches(generation)
 
 

@@ -135,7 +135,7 @@ def test_the_cli_starts_a_canary_and_refuses_an_unknown_group(settings):
 
     before = _routing_bytes(settings)
     bad = cli("canary", "g0002", "--groups", "ghosts")
-    assert bad.returncode == 1 and "no principal holds group(s) ghosts" in bad.stderr
+    assert bad.returncode == 2 and "no principal holds group(s) ghosts" in bad.stderr  # a usage error
     assert _routing_bytes(settings) == before
     done = cli("canary", "g0002", "--groups", "staff", "--reason", "first look")
     assert done.returncode == 0, done.stderr[-2000:]

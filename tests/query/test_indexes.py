@@ -56,8 +56,8 @@ def test_the_manifest_records_how_the_generation_is_searched_and_stays_small(ann
     layout = StoreLayout.from_settings(settings_for(ann_home))
     manifest = read_manifest(layout, "g0001")
     dense, lexical = manifest.indexes.dense, manifest.indexes.lexical
-    assert dense.search == "ann" and dense.algorithm == "IVF_PQ" and dense.build_s > 0
-    assert {"num_partitions", "num_sub_vectors", "num_bits"} <= set(dense.params)
+    assert dense.search == "ann" and dense.algorithm == "IVF_SQ" and dense.build_s > 0
+    assert set(dense.params) == {"num_partitions"}
     assert lexical.statistics == "allowed-rows" and lexical.rows == manifest.counts.chunks
     assert lexical.char_ngrams == 4 and lexical.build_s > 0
     # the per-source diff lives in Parquet beside the lineage; the manifest keeps counts
@@ -65,7 +65,7 @@ def test_the_manifest_records_how_the_generation_is_searched_and_stays_small(ann
     diff = read_source_diff(layout, "g0001")
     assert manifest.diff.added == len(diff.added) == len(SAMPLE_RECORDS) and manifest.diff.digest
     assert not any(sid in text for sid in diff.added)
-    assert yaml.safe_load(text)["indexes"]["dense"]["algorithm"] == "IVF_PQ"
+    assert yaml.safe_load(text)["indexes"]["dense"]["algorithm"] == "IVF_SQ"
 
 
 def test_an_exact_generation_below_the_threshold_records_exact_search(tmp_path: Path, home: Path):
@@ -189,6 +189,26 @@ def test_ann_results_are_the_best_allowed_rows(ann_home: Path):
     assert ann.dense_plan.use_index(1) and not exact.dense_plan.use_index(1)
     assert [h.chunk_id for h in ann.dense_chunks(QUESTION, k=5)] == \
         [h.chunk_id for h in exact.dense_chunks(QUESTION, k=5)]
+    # `exact` is the planner's path: the generation has its index, but the default settings
+    # search a sample's few allowed rows exactly, and say so in the evidence flags
+    assert exact.dense_plan.ann and ann.index_flags == []
+    assert exact.index_flags == ["dense_exact_search_few_allowed_rows"]
+
+
+def test_every_ann_type_of_the_settings_builds_and_is_recorded(tmp_path: Path):
+    import lancedb
+
+    from tasks.query.indexing import build_dense
+
+    table = _big_toy_table(copies=40)
+    for kind in ("IVF_SQ", "IVF_PQ", "IVF_HNSW_SQ"):
+        lt = lancedb.connect(str(tmp_path / kind)).create_table("chunks", table)
+        dense = build_dense(lt, table.num_rows, IndexSettings(ann_min_rows=0, ann_type=kind, num_partitions=2))
+        assert dense.algorithm == kind and any(i.name == dense.name for i in lt.list_indices())
+        # a purge rebuilds with the recorded algorithm and parameters, whatever the settings say
+        again = build_dense(lancedb.connect(str(tmp_path / f"{kind}-2")).create_table("chunks", table),
+                            table.num_rows, IndexSettings(), like=dense)
+        assert (again.algorithm, again.params) == (dense.algorithm, dense.params)
 
 
 NEEDLES = ["Floquet", "floquet président", "oquet prés", "DOYEN D'AGE", "d'âge", "président de",

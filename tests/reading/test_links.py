@@ -1,8 +1,14 @@
 """Links from Prefect's ask artifact into the reading room."""
 from __future__ import annotations
 
+from flows.artifacts.links import answer_links, document_link
 from schemas.query import Cost, EvidenceDocument, EvidencePackage
-from tasks.reading.links import Links, evidence_links_markdown
+from schemas.settings import MabillonSettings, ReadingRoomSettings
+from tasks.reading.links import Links
+
+
+def settings(url: str | None) -> MabillonSettings:
+    return MabillonSettings(reading_room=ReadingRoomSettings(url=url))
 
 
 def package(query_id: str | None) -> EvidencePackage:
@@ -15,15 +21,27 @@ def package(query_id: str | None) -> EvidencePackage:
 
 
 def test_each_document_links_to_its_place_on_the_evidence_page():
-    md = evidence_links_markdown(package("20260101T000000-abcdef12-123456"), "http://room:4300/")
-    assert "[`a/one`](http://room:4300/queries/20260101T000000-abcdef12-123456#doc-1)" in md
-    assert "[`b/two`](http://room:4300/queries/20260101T000000-abcdef12-123456#doc-2)" in md
-    assert "http://room:4300/iiif/query/20260101T000000-abcdef12-123456/manifest" in md
+    p, room = package("20260101T000000-abcdef12-123456"), settings("http://room:4300/")
+    urls = [document_link(room, p, d, "http://prefect/lineage")[1] for d in p.documents]
+    assert urls == ["http://room:4300/queries/20260101T000000-abcdef12-123456#doc-1",
+                    "http://room:4300/queries/20260101T000000-abcdef12-123456#doc-2"]
+    assert ("IIIF manifest", "http://room:4300/iiif/query/20260101T000000-abcdef12-123456/manifest"
+            ) in answer_links(room, p)
 
 
-def test_no_reading_room_or_no_record_means_no_links():
-    assert evidence_links_markdown(package("x"), None) == ""
-    assert evidence_links_markdown(package(None), "http://room:4300") == ""
+def test_without_a_reading_room_documents_link_to_the_lineage():
+    p = package("x")
+    assert document_link(settings(None), p, p.documents[0], "http://prefect/lineage") == (
+        "lineage", "http://prefect/lineage")
+    assert document_link(settings(None), p, p.documents[0]) is None
+    assert answer_links(settings(None), p) == []
+
+
+def test_an_answer_without_a_record_links_to_the_document_page():
+    p = package(None)
+    assert document_link(settings("http://room:4300"), p, p.documents[1])[1] == (
+        "http://room:4300/documents/b/two")
+    assert answer_links(settings("http://room:4300"), p) == []
 
 
 def test_addresses_keep_document_ids_readable_and_escape_the_rest():

@@ -2,14 +2,18 @@
 
 Each media type has one parser; adding a format is adding a module and a line in PARSERS.
 A parser returns a ParsedDocument or raises ParseRefused (the input is quarantined with the
-reason; the batch goes on).
+reason; the batch goes on). Paged formats (PDF, multi-frame images) also parse a selection of
+their pages, so the parse stage can hand the pages of a long scan to several workers.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Sequence
 
 from schemas.lineage import RECORD_MEDIA_TYPE, ParsedDocument, Revision
-from schemas.settings import MabillonSettings
+from schemas.settings import OcrSettings, ParseSettings
 from tasks.ingest.parse.alto import parse_alto
 from tasks.ingest.parse.docx import parse_docx
 from tasks.ingest.parse.errors import ParseRefused
@@ -18,97 +22,72 @@ from tasks.ingest.parse.image import parse_image
 from tasks.ingest.parse.pdf import parse_pdf
 from tasks.ingest.parse.plaintext import parse_plaintext
 from tasks.ingest.parse.record import parse_record
-import hashlib
-import json
-import logging
 
-from schemas.generation import Quarantined
-from tasks.progress import StageProgress
-from tasks.store.blobs import read_blob
-from tasks.store.cache import load_parsed, save_parsed
-from tasks.store.layout import StoreLayout
-from tasks.task_wrapper import as_task
+Parser = Callable[[bytes, Revision, ParseSettings], ParsedDocument]
+PagedParser = Callable[[bytes, Revision, ParseSettings, Sequence[int] | None], ParsedDocument]
 
-Parser = Callable[[bytes, Revision, MabillonSettings], ParsedDocument]
-
-PARSERS: dict[str, Parser] = {
-    RECORD_MEDIA_TYPE: parse_record,
-    "text/plain": parse_plaintext,
-    "text/html": parse_html,
+PAGED_PARSERS: dict[str, PagedParser] = {
     "application/pdf": parse_pdf,
     "image/png": parse_image,
     "image/jpeg": parse_image,
     "image/tiff": parse_image,
+}
+PARSERS: dict[str, Parser] = {
+    RECORD_MEDIA_TYPE: parse_record,
+    "text/plain": parse_plaintext,
+    "text/html": parse_html,
     "application/alto+xml": parse_alto,
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": parse_docx,
+    **PAGED_PARSERS,
 }
+# docling's converters are shared per process and not known to be thread-safe; with the local
+# runner, parse tasks run on threads. (pymupdf has its own lock in pdf.py; OCR runs outside both.)
+_UNPAGED_LOCK = threading.Lock()
 
 
 def parser_for(media_type: str) -> Parser | None:
     return PARSERS.get(media_type)
 
 
-def parse_revision(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+def is_paged(media_type: str) -> bool:
+    return media_type in PAGED_PARSERS
+
+
+def parse_revision(data: bytes, revision: Revision, settings: ParseSettings,
+                   pages: Sequence[int] | None = None) -> ParsedDocument:
+    """The revision's pages (1-based `pages` of a paged format only; None: all of them)."""
+    if pages is not None:
+        paged = PAGED_PARSERS.get(revision.media_type)
+        if paged is None:
+            raise ValueError(f"{revision.media_type} has no pages to select")
+        return paged(data, revision, settings, pages)
     parser = parser_for(revision.media_type)
     if parser is None:
         raise ParseRefused(f"no parser for media type {revision.media_type}")
-    return parser(data, revision, settings)
+    if is_paged(revision.media_type):
+        return parser(data, revision, settings)
+    with _UNPAGED_LOCK:
+        return parser(data, revision, settings)
 
 
-log = logging.getLogger(__name__)
-
-
-def parse_key(settings: MabillonSettings) -> str:
-    """Parsed output depends on the OCR and limit settings; a change re-parses."""
+def parse_key(ocr: OcrSettings) -> str:
+    """Parsed output depends on the OCR settings; a change re-parses."""
     # Worker and thread counts change how fast, not what: they stay out of the key.
-    ocr = settings.ocr.model_dump(exclude={"workers", "tesseract_threads"})
-    blob = json.dumps({"ocr": ocr, "v": 1}, sort_keys=True)
+    blob = json.dumps({"ocr": ocr.model_dump(exclude={"workers", "tesseract_threads"}), "v": 1},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def textless(doc: ParsedDocument) -> str | None:
-    """Why a parsed document has no text at all (its pages' own reasons), or None when it has."""
-    if any(page.raw_text.strip() for page in doc.pages):
+def textless_reason(doc: ParsedDocument) -> str | None:
+    """Why a parsed document cannot be published (no text on any page), or None.
+
+    Such a document would reach the index as a source nobody can find, and its empty chunk
+    batch used to sink the whole release in the tokenizer; it is quarantined with what its
+    pages say instead (a blank scan, a damaged PDF whose content was lost).
+    """
+    if any(p.raw_text.strip() for p in doc.pages):
         return None
-    reasons = sorted({page.empty_reason or "no text" for page in doc.pages})
+    if not doc.pages:
+        return "no pages could be read"
+    reasons = sorted({p.empty_reason or "no text on the page" for p in doc.pages})
     return f"no text found on any of its {len(doc.pages)} page(s): {'; '.join(reasons)}"
-
-
-def parse_untrusted(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
-    """`parse_revision` in the sandbox's child process, under `settings.sandbox`."""
-    from tasks.ingest.sandbox import parse_untrusted as sandboxed
-
-    return sandboxed(data, revision, settings)
-
-
-def parse(revisions: list[Revision], layout: StoreLayout, settings: MabillonSettings) -> tuple[dict[str, ParsedDocument], list[Quarantined]]:
-    key = parse_key(settings)
-    parsed: dict[str, ParsedDocument] = {}
-    quarantined: list[Quarantined] = []
-    with StageProgress("parse", len(revisions), "doc") as progress:
-        for rev in revisions:
-            doc = load_parsed(layout, rev.revision_id, key)
-            if doc is None:
-                try:
-                    doc = parse_untrusted(read_blob(layout, rev.digest), rev, settings)
-                except ParseRefused as exc:
-                    quarantined.append(Quarantined(uri=rev.uri, reason=str(exc), digest=rev.digest))
-                    progress.advance()
-                    continue
-                except Exception as exc:  # a parser bug on one file must not sink the batch
-                    log.exception("parser failed on %s", rev.uri)
-                    quarantined.append(Quarantined(uri=rev.uri, digest=rev.digest,
-                                                   reason=f"parser error: {type(exc).__name__}: {exc}"))
-                    progress.advance()
-                    continue
-                save_parsed(layout, doc, key)
-            if (reason := textless(doc)) is not None:  # nothing to chunk, embed or find
-                quarantined.append(Quarantined(uri=rev.uri, reason=reason, digest=rev.digest))
-                progress.advance()
-                continue
-            parsed[rev.revision_id] = doc
-            progress.advance()
-    return parsed, quarantined
-
-
-parse_task = as_task(parse, "parse")

@@ -13,7 +13,7 @@ from defusedxml import ElementTree as SafeET
 from defusedxml.common import DefusedXmlException
 
 from schemas.lineage import Element, ParsedDocument, ParsedPage, Revision
-from schemas.settings import MabillonSettings
+from schemas.settings import ParseSettings
 from tasks.ingest.parse.errors import ParseRefused
 from tasks.ingest.parse.normalize import normalize_text
 
@@ -117,7 +117,7 @@ def read_page(page: XmlElement, page_no: int) -> ParsedPage:
     )
 
 
-def parse_alto(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+def parse_alto(data: bytes, revision: Revision, settings: ParseSettings) -> ParsedDocument:
     try:
         root = SafeET.fromstring(data)
     except DefusedXmlException as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from schemas.lineage import ParsedDocument, Revision
-from schemas.settings import MabillonSettings
+from schemas.settings import ParseSettings
 from tasks.ingest.parse.docling_text import convert_page
 
 
@@ -18,5 +18,5 @@ def _converter():
     return DocumentConverter(allowed_formats=[InputFormat.DOCX])
 
 
-def parse_docx(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+def parse_docx(data: bytes, revision: Revision, settings: ParseSettings) -> ParsedDocument:
     return ParsedDocument(revision_id=revision.revision_id, pages=[convert_page(_converter(), data, "docx")])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from schemas.lineage import ParsedDocument, Revision
-from schemas.settings import MabillonSettings
+from schemas.settings import ParseSettings
 from tasks.ingest.parse.docling_text import convert_page
 
 
@@ -22,5 +22,5 @@ def _converter():
                              format_options={InputFormat.HTML: HTMLFormatOption(backend_options=offline)})
 
 
-def parse_html(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+def parse_html(data: bytes, revision: Revision, settings: ParseSettings) -> ParsedDocument:
     return ParsedDocument(revision_id=revision.revision_id, pages=[convert_page(_converter(), data, "html")])

@@ -5,23 +5,27 @@ turn OCR found (ocr.read_upright); the page's `rotation` is the sum, clockwise.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PIL import Image, UnidentifiedImageError
 
 from schemas.lineage import ParsedDocument, Revision
-from schemas.settings import MabillonSettings
+from schemas.settings import ParseSettings
 from tasks.ingest.parse.errors import ParseRefused
 from tasks.ingest.parse.ocr import ocr_pages
 from tasks.ingest.render import image_pages
 
 
-def parse_image(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+def parse_image(data: bytes, revision: Revision, settings: ParseSettings,
+                pages: Sequence[int] | None = None) -> ParsedDocument:
+    """Every frame, or the 1-based frames in `pages` (the parse stage splits long scans)."""
     try:
-        pages = ocr_pages(image_pages(data), settings.ocr)
+        parsed = ocr_pages(image_pages(data, pages), settings.ocr)
     except UnidentifiedImageError:  # its message names a BytesIO object, which tells the reader nothing
         raise ParseRefused("malformed image: the header cannot be read (corrupt or truncated)") from None
     except (OSError, SyntaxError, Image.DecompressionBombError) as exc:
         # PIL reports truncated or corrupt image data as OSError (SyntaxError for some TIFFs).
         raise ParseRefused(f"malformed image: {exc}") from None
-    if not pages:
-        raise ParseRefused("image has no frames")
-    return ParsedDocument(revision_id=revision.revision_id, pages=pages)
+    if not parsed:
+        raise ParseRefused("image has no frames" if pages is None else f"image has no frames {list(pages)}")
+    return ParsedDocument(revision_id=revision.revision_id, pages=parsed)

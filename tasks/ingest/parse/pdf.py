@@ -8,13 +8,14 @@ one item per line with no paragraphs or headings, so it adds nothing over pymupd
 from __future__ import annotations
 
 import logging
+import threading
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pymupdf
 
 from schemas.lineage import Element, ParsedDocument, ParsedPage, Revision
-from schemas.settings import MabillonSettings
+from schemas.settings import ParseSettings
 from tasks.ingest.parse.errors import ParseRefused
 from tasks.ingest.parse.normalize import normalize_text
 from tasks.ingest.parse.ocr import ocr_pages
@@ -29,6 +30,12 @@ PARSER_VERSION = f"pymupdf-{pymupdf.VersionBind}"
 # is a broken font encoding, not text: the page is OCRed instead.
 MAX_UNMAPPED_SHARE = 0.05
 MIN_ALNUM_SHARE = 0.5
+# pymupdf is not thread-safe, and parse tasks of the local runner share a process: every
+# pymupdf call holds this lock; tesseract, which takes the time, runs outside it.
+PYMUPDF_LOCK = threading.RLock()
+# The text layer without image blocks: with them, pymupdf copies every page image's pixels
+# into the result (0.15 s a page of a 300-dpi scan, more than a fifth of its OCR), unused here.
+_TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES
 
 
 def text_layer(page: pymupdf.Page) -> tuple[str, list[Element]]:
@@ -36,7 +43,7 @@ def text_layer(page: pymupdf.Page) -> tuple[str, list[Element]]:
     parts: list[str] = []
     elements: list[Element] = []
     length = 0
-    for block in page.get_text("dict", sort=True)["blocks"]:
+    for block in page.get_text("dict", sort=True, flags=_TEXT_FLAGS)["blocks"]:
         if block.get("type") != 0:
             continue  # image block
         lines = []
@@ -86,29 +93,47 @@ def text_page(page: pymupdf.Page, text: str, elements: list[Element]) -> ParsedP
     )
 
 
-def parse_pdf(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+def parse_pdf(data: bytes, revision: Revision, settings: ParseSettings,
+              pages: Sequence[int] | None = None) -> ParsedDocument:
+    """The document's pages (or the 1-based `pages` only), each by its text layer or by OCR."""
+    with PYMUPDF_LOCK:
+        try:
+            doc = pymupdf.open(stream=data, filetype="pdf")
+        except Exception as exc:  # pymupdf raises its own FileDataError and plain RuntimeErrors
+            raise ParseRefused(f"malformed PDF: {exc}") from None
     try:
-        doc = pymupdf.open(stream=data, filetype="pdf")
-    except Exception as exc:  # pymupdf raises its own FileDataError and plain RuntimeErrors
-        raise ParseRefused(f"malformed PDF: {exc}") from None
-    with doc:
-        if doc.needs_pass:
-            raise ParseRefused("encrypted PDF (a password is required)")
-        pages: dict[int, ParsedPage] = {}
-        to_ocr: list[int] = []
-        for page in doc:
+        return _parse_open_pdf(doc, revision, settings, pages)
+    finally:
+        with PYMUPDF_LOCK:
+            doc.close()
+
+
+def _parse_open_pdf(doc: pymupdf.Document, revision: Revision, settings: ParseSettings,
+                    pages: Sequence[int] | None) -> ParsedDocument:
+    if doc.needs_pass:
+        raise ParseRefused("encrypted PDF (a password is required)")
+    numbers = range(doc.page_count) if pages is None else [n - 1 for n in pages]
+    if any(not 0 <= n < doc.page_count for n in numbers):
+        raise ParseRefused(f"PDF has {doc.page_count} pages; pages {list(pages or [])} asked for")
+    parsed: dict[int, ParsedPage] = {}
+    to_ocr: list[int] = []
+    for number in numbers:
+        with PYMUPDF_LOCK:
+            page = doc[number]
             text, elements = text_layer(page)
             reason = unreliable_reason(text, settings.ocr.min_text_layer_chars)
             if reason is None:
-                pages[page.number + 1] = text_page(page, text, elements)
-            else:
-                log.debug("%s page %d → OCR: %s", revision.doc_id, page.number + 1, reason)
-                to_ocr.append(page.number)
+                parsed[number + 1] = text_page(page, text, elements)
+        if reason is not None:
+            log.debug("%s page %d → OCR: %s", revision.doc_id, number + 1, reason)
+            to_ocr.append(number)
 
-        def renders() -> Iterator[PageRender]:
-            for number in to_ocr:
-                yield render_pdf_page(doc[number], settings.ocr.dpi, settings.limits.max_pixels)
+    def renders() -> Iterator[PageRender]:
+        for number in to_ocr:
+            with PYMUPDF_LOCK:
+                render = render_pdf_page(doc[number], settings.ocr.dpi, settings.limits.max_pixels)
+            yield render
 
-        for parsed in ocr_pages(renders(), settings.ocr):
-            pages[parsed.page_no] = parsed
-    return ParsedDocument(revision_id=revision.revision_id, pages=[pages[n] for n in sorted(pages)])
+    for page in ocr_pages(renders(), settings.ocr):
+        parsed[page.page_no] = page
+    return ParsedDocument(revision_id=revision.revision_id, pages=[parsed[n] for n in sorted(parsed)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from schemas.lineage import Element, ParsedDocument, ParsedPage, Revision
-from schemas.settings import MabillonSettings
+from schemas.settings import ParseSettings
 from tasks.ingest.parse.normalize import normalize_text
 
 PARSER_VERSION = "plaintext-1"
@@ -34,7 +34,7 @@ def decode_text(data: bytes) -> tuple[str, str]:
     return data.decode("latin-1"), "latin-1"
 
 
-def parse_plaintext(data: bytes, revision: Revision, settings: MabillonSettings) -> ParsedDocument:
+def parse_plaintext(data: bytes, revision: Revision, settings: ParseSettings) -> ParsedDocument:
     text, encoding = decode_text(data)
     elements = [Element(kind="paragraph", char_start=m.start(), char_end=m.end())
                 for m in _PARAGRAPH.finditer(text)]
