@@ -19,6 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.common import replace_section  # noqa: E402
 
 SECTION = "## Query latency (issue 4)"
 
@@ -135,17 +136,6 @@ def section(result: dict) -> str:
         "model time. Target: framework < 0.5 s per question.", ""])
 
 
-def write_section(path: Path, text: str) -> None:
-    doc = path.read_text("utf-8") if path.exists() else "# Benchmarks\n"
-    if SECTION in doc:
-        head, rest = doc.split(SECTION, 1)
-        nxt = rest.find("\n## ")
-        doc = head + text + (rest[nxt + 1:] if nxt >= 0 else "")
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    path.write_text(doc, "utf-8")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", required=True)
@@ -164,7 +154,7 @@ def main() -> None:
     result = run(args)
     print(json.dumps(result, indent=2))
     if args.write:
-        write_section(Path(args.write), section(result))
+        replace_section(Path(args.write), SECTION, section(result))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import CORPUS, DEV, offline_env, save_report  # noqa: E402
+from bench.common import CORPUS, DEV, offline_env, replace_section, save_report  # noqa: E402
 
 SECTION = "## Load: concurrent asks during a release (issue 12)"
 
@@ -137,14 +137,7 @@ def write_section(report: dict, path: Path) -> None:
              f"{report['asker_peak_rss_mb']} MB for the asking process (8 retrievers, one model), "
              f"{report['release']['peak_rss_mb']} MB for the release. Both share 2 cores, so the loaded "
              "figures are what a release costs researchers on this machine, not a floor.", ""]
-    text = path.read_text("utf-8") if path.exists() else "# Benchmarks\n"
-    if SECTION in text:
-        start = text.index(SECTION)
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + "\n".join(lines) + (text[end:] if end >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
-    path.write_text(text, "utf-8")
+    replace_section(path, SECTION, "\n".join(lines))
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import offline_env, save_report  # noqa: E402
+from bench.common import offline_env, replace_section, save_report  # noqa: E402
 
 SECTION = "## Parser sandbox overhead (issue 12)"
 
@@ -79,14 +79,7 @@ def write_section(report: dict, path: Path) -> None:
         lines.append(f"| {label} | {row['in_process_ms']} ms | {row['sandbox_ms']} ms | {row['added_ms']} ms |")
     lines += ["", "The added cost is sending the bytes to the child and the parsed pages back through "
               "a pipe (pickle), and resetting the limits; it does not grow with the work the parser does.", ""]
-    text = path.read_text("utf-8")
-    if SECTION in text:
-        start = text.index(SECTION)
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + "\n".join(lines) + (text[end:] if end >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
-    path.write_text(text, "utf-8")
+    replace_section(path, SECTION, "\n".join(lines))
 
 
 def main() -> None:

@@ -29,3 +29,16 @@ def save_report(name: str, report: dict) -> Path:
     path.write_text(text + "\n")
     print(text)
     return path
+
+
+def replace_section(path: Path, section: str, text: str) -> None:
+    """Put `text` in place of the `section` heading's section of a markdown file (up to the next
+    `## ` heading), or append it when the file has no such section yet."""
+    doc = path.read_text("utf-8") if path.exists() else "# Benchmarks\n"
+    if section in doc:
+        head, rest = doc.split(section, 1)
+        nxt = rest.find("\n## ")
+        doc = head + text + (rest[nxt:] if nxt >= 0 else "")
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + text
+    path.write_text(doc, "utf-8")

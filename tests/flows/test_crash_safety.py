@@ -138,7 +138,9 @@ def test_a_dask_worker_killed_mid_ocr_is_replaced_and_the_release_completes(tmp_
     result = json.loads(out)
     assert result["serving"] and not result["quarantined"]
     # the export in the folder is read as its records (main: an export dropped in a folder)
-    assert result["counts"]["sources"] == 2 + len(SAMPLE_RECORDS) and result["run"]["ocr_pages"] >= 5
+    # the killed unit's first piece (2 pages) was OCRed and cached before the kill: the rerun
+    # reads it from the page cache, so the run's fresh OCR count is the other 3 of the 5 pages
+    assert result["counts"]["sources"] == 2 + len(SAMPLE_RECORDS) and result["run"]["ocr_pages"] >= 3
     assert result["run"]["runner"] == "dask" and result["run"]["workers"] == 2
     assert_one_revision_per_source_and_no_duplicate_chunks(layout, result["generation"])
     pages = read_lineage_table(layout, result["generation"], "pages").to_pylist()

@@ -15,7 +15,7 @@ from tests.flows.conftest import READING_ROOM_PORT, artifacts_of
 @pytest.mark.timeout(600)
 def test_the_ask_artifact_links_to_evidence_pages_that_open(prefect_server, ask_run):
     assert ask_run.state.type == StateType.COMPLETED, ask_run.state.message
-    markdown = artifacts_of(prefect_server.api_url, ask_run.id)["ask-evidence"]["data"]
+    markdown = artifacts_of(prefect_server, ask_run.id)["ask-evidence"]["data"]
     base = f"http://127.0.0.1:{READING_ROOM_PORT}"
     links = re.findall(rf"\]\(({re.escape(base)}/queries/[^)#\s]+)(#doc-\d+)?\)", markdown)
     assert links, markdown[-1500:]

@@ -72,5 +72,6 @@ def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serv
             "el => [...el.querySelectorAll('*')].some(n => n.textContent.trim() === 'blés'"
             " && parseInt(getComputedStyle(n).fontWeight) >= 600)"), passage.inner_html()
         expect(page.get_by_role("heading", name=re.compile("débat sur les blés"))).to_be_visible()
-        expect(page.get_by_role("link", name="lineage").first).to_be_visible()
+        # serve runs the reading room: each document links to its evidence page there
+        expect(page.get_by_role("link", name="evidence in the reading room").first).to_be_visible()
         page.screenshot(path=str(tmp_path / "ask-evidence.png"), full_page=True)

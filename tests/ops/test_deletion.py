@@ -1,5 +1,5 @@
 """Deletion reaches every answer at once and every copy on disk; rollback cannot resurrect."""
-import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -97,8 +97,10 @@ def test_reingesting_a_deleted_document_is_refused(published, tmp_path: Path):
     assert "was deleted" in again.quarantined[0].reason
 
 
-def test_with_a_retention_window_gc_purges_once_it_has_passed(tmp_path: Path, home: Path, index):
-    settings = settings_for(home, retention=RetentionSettings(deletion_window_s=2), **index)
+def test_with_a_retention_window_gc_purges_once_it_has_passed(tmp_path: Path, home: Path, index,
+                                                              monkeypatch):
+    # An hour's window, and the clock moved past it: a loaded machine cannot outrun it.
+    settings = settings_for(home, retention=RetentionSettings(deletion_window_s=3600), **index)
     release(paths=[str(write_records(tmp_path / "a.jsonl", [*SAMPLE_RECORDS, SECRET]))], settings=settings)
     result = delete(DeleteParams(doc_ids=[SECRET["doc_id"]]), settings=settings)
     assert result.purged_after_s is None
@@ -106,7 +108,14 @@ def test_with_a_retention_window_gc_purges_once_it_has_passed(tmp_path: Path, ho
     assert files_containing(home, MARKER)  # but still on disk inside the window
     report = gc(settings=settings)
     assert report.purge is None  # window not over yet
-    time.sleep(2.5)
+    import tasks.ops.retention as retention
+
+    class Later(retention.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return super().now(tz) + timedelta(hours=2)
+
+    monkeypatch.setattr(retention, "datetime", Later)
     report = gc(settings=settings)
     assert report.purge and report.purge.generations_rewritten == ["g0001"]
     assert files_containing(home, MARKER) == []
