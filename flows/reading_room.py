@@ -24,7 +24,7 @@ from datetime import datetime
 from schemas.retrieval import AccessDenied, Principal
 from schemas.settings import MabillonSettings
 from tasks.query.principals import DEFAULT_PRINCIPAL, default_principal
-from tasks.query.validity import InvalidAsOf, resolve_as_of
+from tasks.query.validity import AsOfAhead, InvalidAsOf, resolve_as_of
 from tasks.reading.image_request import ImageRequestError
 from tasks.reading.links import Links
 from tasks.reading.manifests import query_manifest, revision_manifest
@@ -59,19 +59,18 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
                               request.cookies.get(TOKEN_COOKIE), dict(request.headers))
 
     def when(request: Request, principal: Principal, default: datetime | None = None) -> datetime | None:
-        """The request's `?as_of=` (refused when unreadable, or ahead of now for a non-operator)."""
-        value = request.query_params.get("as_of")
+        """The request's as_of, from `/at/<as_of>/iiif/...` or `?as_of=` (refused when unreadable,
+        or ahead of now for a non-operator)."""
+        value = request.path_params.get("as_of") or request.query_params.get("as_of")
         return resolve_as_of(value, principal) if value else default
 
-    def seen(request: Request):
-        principal = viewer(request)
-        return room.visible(principal, when(request, principal))
+    def links(request: Request, as_of: datetime | None = None) -> Links:
+        """Addresses for this response; those of a past view keep its time (tasks/reading/links.py)."""
+        return Links.at(settings.reading_room.url or str(request.base_url), as_of)
 
-    def links(request: Request) -> Links:
-        return Links.at(settings.reading_room.url or str(request.base_url))
-
-    def page(request: Request, name: str, status: int = 200, **context) -> HTMLResponse:
-        return templates.TemplateResponse(request, name, {"links": links(request), **context},
+    def page(request: Request, name: str, status: int = 200, at: datetime | None = None,
+             **context) -> HTMLResponse:
+        return templates.TemplateResponse(request, name, {"links": links(request, at), **context},
                                           status_code=status, headers=PRIVATE)
 
     @app.exception_handler(NotFound)
@@ -81,6 +80,11 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     @app.exception_handler(AccessDenied)
     def denied(request: Request, exc: AccessDenied):
         return _refusal(request, templates, 401, str(exc))
+
+    @app.exception_handler(AsOfAhead)
+    def ahead(request: Request, exc: AsOfAhead):
+        # the viewer is known and may not look ahead: forbidden, not "sign in"
+        return _refusal(request, templates, 403, str(exc))
 
     @app.exception_handler(InvalidAsOf)
     def bad_as_of(request: Request, exc: InvalidAsOf):
@@ -102,25 +106,30 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
 
     @app.get("/documents", response_class=HTMLResponse)
     def documents(request: Request):
-        view = seen(request)
+        principal = viewer(request)
+        at = when(request, principal)
+        view = room.visible(principal, at)
         catalog = view.snapshot.catalog
         revisions = sorted((catalog.revisions[r] for r in view.revisions), key=lambda r: r.doc_id) if catalog else []
-        return page(request, "documents.html", principal=view.principal, revisions=revisions,
+        return page(request, "documents.html", at=at, principal=view.principal, revisions=revisions,
                     generation=view.snapshot.generation)
 
     @app.get("/documents/{doc_id:path}", response_class=HTMLResponse)
     def document(request: Request, doc_id: str):
-        view = seen(request)
-        doc = document_view(room, view, links(request), view.current(doc_id))
-        return page(request, "document.html", principal=view.principal, doc=doc)
+        principal = viewer(request)
+        at = when(request, principal)
+        view = room.visible(principal, at)
+        doc = document_view(room, view, links(request, at), view.current(doc_id))
+        return page(request, "document.html", at=at, principal=view.principal, doc=doc)
 
     @app.get("/queries/{query_id}", response_class=HTMLResponse)
     def evidence(request: Request, query_id: str):
         principal = viewer(request)
         record = room.record(principal, query_id)
-        view = room.visible(principal, when(request, principal, record.as_of))
-        return page(request, "evidence.html", principal=principal,
-                    evidence=evidence_view(room, view, links(request), record))
+        at = when(request, principal, record.as_of)
+        view = room.visible(principal, at)
+        return page(request, "evidence.html", at=at, principal=principal,
+                    evidence=evidence_view(room, view, links(request, at), record))
 
     @app.post("/ask")
     def ask_page(request: Request, question: str = Form(..., min_length=3, max_length=2000),
@@ -163,8 +172,8 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     def api_query(request: Request, query_id: str):
         principal = viewer(request)
         record = room.record(principal, query_id)
-        view = evidence_view(room, room.visible(principal, when(request, principal, record.as_of)),
-                             links(request), record)
+        at = when(request, principal, record.as_of)
+        view = evidence_view(room, room.visible(principal, at), links(request, at), record)
         return JSONResponse(_evidence_json(view), headers=PRIVATE)
 
     @app.post("/api/ask")
@@ -185,22 +194,28 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
         return JSONResponse(package.model_dump(mode="json"), headers=PRIVATE)
 
     # IIIF -------------------------------------------------------------------------------------
+    # each IIIF route also answers under /at/<as_of>/: a past view's addresses (Links.iiif)
     @app.get("/iiif/3/{image_id}")
+    @app.get("/at/{as_of}/iiif/3/{image_id}")
     def image_base(request: Request, image_id: str):
-        room.image_page(seen(request), image_id)  # 404 before any redirect
-        return RedirectResponse(f"{links(request).base}/iiif/3/{image_id}/info.json", status_code=303,
+        principal = viewer(request)
+        at = when(request, principal)
+        room.image_page(room.visible(principal, at), image_id)  # 404 before any redirect
+        return RedirectResponse(f"{links(request, at).iiif}/iiif/3/{image_id}/info.json", status_code=303,
                                 headers=IIIF_HEADERS)
 
     @app.get("/iiif/3/{image_id}/info.json")
+    @app.get("/at/{as_of}/iiif/3/{image_id}/info.json")
     def image_info(request: Request, image_id: str):
         principal = viewer(request)
-        info = room.info(principal, image_id, f"{links(request).base}/iiif/3/{image_id}",
-                         when(request, principal))
+        at = when(request, principal)
+        info = room.info(principal, image_id, f"{links(request, at).iiif}/iiif/3/{image_id}", at)
         wants_ld = "application/ld+json" in request.headers.get("accept", "")
         return JSONResponse(info, media_type=JSON_LD if wants_ld else "application/json",
                             headers=IIIF_HEADERS)
 
     @app.get("/iiif/3/{image_id}/{region}/{size}/{rotation}/{quality_format}")
+    @app.get("/at/{as_of}/iiif/3/{image_id}/{region}/{size}/{rotation}/{quality_format}")
     def image(request: Request, image_id: str, region: str, size: str, rotation: str,
               quality_format: str):
         principal = viewer(request)
@@ -209,18 +224,23 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
         return Response(data, media_type=media_type, headers=IIIF_HEADERS)
 
     @app.get("/iiif/manifest/{revision_id}")
+    @app.get("/at/{as_of}/iiif/manifest/{revision_id}")
     def manifest(request: Request, revision_id: str):
-        view = seen(request)
-        body = revision_manifest(room, view, links(request), view.revision(revision_id))
+        principal = viewer(request)
+        at = when(request, principal)
+        view = room.visible(principal, at)
+        body = revision_manifest(room, view, links(request, at), view.revision(revision_id))
         return JSONResponse(body, media_type=PRESENTATION_LD, headers=IIIF_HEADERS)
 
     @app.get("/iiif/query/{query_id}/manifest")
+    @app.get("/at/{as_of}/iiif/query/{query_id}/manifest")
     def manifest_of_query(request: Request, query_id: str):
         principal = viewer(request)
         record = room.record(principal, query_id)
-        view = room.visible(principal, when(request, principal, record.as_of))
-        evidence = evidence_view(room, view, links(request), record)
-        body = query_manifest(room, view, links(request), record, evidence)
+        at = when(request, principal, record.as_of)
+        view = room.visible(principal, at)
+        evidence = evidence_view(room, view, links(request, at), record)
+        body = query_manifest(room, view, links(request, at), record, evidence)
         return JSONResponse(body, media_type=PRESENTATION_LD, headers=IIIF_HEADERS)
 
     if warm:
@@ -232,8 +252,8 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
 def _refusal(request: Request, templates: Jinja2Templates, status: int, message: str):
     """The same answer for every refusal of a kind: nothing says why beyond `message`."""
     path = request.url.path
-    if path.startswith(("/iiif/", "/api/")):
-        headers = IIIF_HEADERS if path.startswith("/iiif/") else PRIVATE
+    if path.startswith(("/iiif/", "/api/", "/at/")):
+        headers = PRIVATE if path.startswith("/api/") else IIIF_HEADERS
         return JSONResponse({"error": message}, status_code=status, headers=headers)
     return templates.TemplateResponse(request, "refusal.html", {"status": status, "message": message},
                                       status_code=status, headers=PRIVATE)

@@ -51,7 +51,10 @@ stage, validate = timed("stage", stage_task), timed("validate", validate_task)
 reconcile, publish = timed("reconcile", reconcile_task), timed("publish", publish_task)
 
 
-def release_steps(paths: list[str], options: ReleaseOptions, settings: MabillonSettings) -> IngestResult:
+def release_steps(paths: list[str], options: ReleaseOptions | None = None,
+                  settings: MabillonSettings | None = None) -> IngestResult:
+    # a deployment run names neither: they come from the form's defaults and the serving environment
+    options, settings = options or ReleaseOptions(), settings or MabillonSettings()
     layout, runner = StoreLayout.from_settings(settings).ensure(), RunnerShape.of_this_flow_run(settings)
     gated = gate_applies(options.gate, settings)  # refused before any work where nobody could answer
     with serialised_release(layout), StageClock() as clock:

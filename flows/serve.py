@@ -110,8 +110,18 @@ def build_deployments(settings: MabillonSettings | ServeSettings) -> list[Runner
         d = f.to_deployment(name=f.name, tags=["mabillon"], description=description,
                             entrypoint_type=EntrypointType.MODULE_PATH, **kwargs)
         d._parameter_openapi_schema = schema
+        d.entrypoint = entrypoint_of(f)
         out.append(d)
     return out
+
+
+def entrypoint_of(f: Flow) -> str:
+    """`module.name` of the module attribute that *is* the flow. Prefect derives the entrypoint
+    from the function's own name, which misses a flow made as `flow(...)(fn)` under another name
+    (the release flow: a module-level function so Dask workers get it by reference)."""
+    module = sys.modules[f.fn.__module__]
+    name = next(n for n, value in vars(module).items() if value is f)
+    return f"{module.__name__}.{name}"
 
 
 def state_stamp(settings: MabillonSettings) -> tuple:

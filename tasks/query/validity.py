@@ -27,6 +27,10 @@ class InvalidAsOf(ValueError):
     """An `as_of` that is not an ISO 8601 date or time."""
 
 
+class AsOfAhead(AccessDenied):
+    """An `as_of` in the future asked by someone who may not look past an embargo."""
+
+
 def now_utc() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -36,7 +40,7 @@ def resolve_as_of(value: str | datetime | None, principal: Principal,
     """The query time a principal asked for: None (the time of each search) or a UTC instant.
 
     Refuses an unreadable value (InvalidAsOf) and, for anyone but an operator, a time in the
-    future (AccessDenied): that would show documents still under embargo.
+    future (AsOfAhead, an AccessDenied): that would show documents still under embargo.
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
@@ -45,7 +49,7 @@ def resolve_as_of(value: str | datetime | None, principal: Principal,
     except InvalidInstant as exc:
         raise InvalidAsOf(str(exc)) from None
     if at > (now or now_utc()) and not principal.is_operator:
-        raise AccessDenied(f"as_of {at.isoformat()} is in the future; documents under embargo "
+        raise AsOfAhead(f"as_of {at.isoformat()} is in the future; documents under embargo "
                            "are not shown before their time (only an operator may look ahead)")
     return at
 

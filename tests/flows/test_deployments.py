@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import time
@@ -172,7 +173,8 @@ def test_ask_run_triggered_through_the_api_completes_with_readable_evidence(pref
     assert ask_run.name.startswith("ask: Quand le débat sur les blés")
     artifacts = artifacts_of(prefect_server, ask_run.id)
     evidence = artifacts["ask-evidence"]["data"]
-    assert "from generation `g0002`" in evidence
+    # whichever generation serves the shared home by then (other modules release into it too)
+    assert re.search(r"from generation `g\d{4}`", evidence), evidence[:300]
     # the sample records that speak of the postponed debate on wheat are cited, with passages
     assert "gaulois-1887-03-03" in evidence and "intransigeant-1887-03-04" in evidence
     # serve runs the reading room, so each cited document links to its evidence page there

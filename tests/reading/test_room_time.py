@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -72,9 +73,31 @@ def test_outside_its_interval_a_document_is_not_found_and_as_of_looks_back(room,
     listed = client.get("/documents", headers=token(who)).text
     assert OPEN["doc_id"] in listed and EMBARGOED["doc_id"] not in listed
     # looking ahead past an embargo is for operators; an unreadable time is a 400 that says why
-    assert status(client, who, EMBARGOED["doc_id"], "2100-01-01") == 401
+    ahead = client.get(f"/documents/{EMBARGOED['doc_id']}?as_of=2100-01-01", headers=token(who))
+    assert ahead.status_code == 403 and "operator" in ahead.text
     bad = client.get(f"/documents/{OPEN['doc_id']}?as_of=la-semaine-derniere", headers=token(who))
     assert bad.status_code == 400 and "as_of" in bad.text
+
+
+def test_a_past_view_keeps_its_time_in_every_address_it_gives(room):
+    """A page seen at an as_of links to pages and IIIF resources at that as_of: a document
+    withdrawn since is still readable through them, and only through them."""
+    client, settings = room
+    from tasks.store.lineage_query import document_lineage
+
+    revision = document_lineage(StoreLayout.from_settings(settings), "g0001",
+                                WITHDRAWN["doc_id"])["source"]["current_revision_id"]
+    listed = client.get("/documents?as_of=2000-06-01", headers=token("alice")).text
+    assert f"/documents/{WITHDRAWN['doc_id']}?as_of=2000-06-01" in listed
+    past = f"/at/2000-06-01/iiif/manifest/{revision}"
+    manifest = client.get(past, headers=token("alice"))
+    assert manifest.status_code == 200
+    own = manifest.json()["id"]  # the time, normalised to UTC, stays in the manifest's own id
+    assert "/at/2000-06-01T00%3A00%3A00%2B00%3A00/iiif/manifest/" in own
+    assert client.get(urlsplit(own).path, headers=token("alice")).status_code == 200
+    assert client.get(f"/iiif/manifest/{revision}", headers=token("alice")).status_code == 404
+    assert client.get(f"/at/2100-01-01/iiif/manifest/{revision}", headers=token("alice")).status_code == 403
+    assert client.get(f"/at/hier/iiif/manifest/{revision}", headers=token("alice")).status_code == 400
 
 
 def test_an_embargoed_document_appears_when_its_embargo_ends(room, monkeypatch):
