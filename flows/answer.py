@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 from flows.run_access import Refusal, run_principal
 from schemas.query import EvidencePackage, LoopParams
@@ -45,6 +45,9 @@ class AskOptions(BaseModel):
                                  "openai (the configured endpoint), replay, llamacpp")
     budgets: AskBudgets | None = Field(None, title="Advanced: budgets",
                                        description="leave empty for the server's defaults")
+    as_of: str | None = Field(None, title="As of", description="ISO 8601 date or time (2027-01-01, "
+                              "2027-01-01T09:00+01:00): answer as the archive stood then (validity "
+                              "intervals); empty: now. A future time needs an operator's token")
     # In-process callers only (the CLI, tests): a deployment run never trusts a typed name.
     principal: str | None = Field(None, description="in-process only: a name in principals.json")
     # Flat budget fields of earlier versions, still accepted in-process.
@@ -52,6 +55,14 @@ class AskOptions(BaseModel):
     step_budget: int | None = Field(None, ge=1)
     max_calls: int | None = Field(None, ge=1)
     max_tokens: int | None = Field(None, ge=1)
+
+    @field_validator("as_of")
+    @classmethod
+    def _readable_as_of(cls, value: str | None) -> str | None:
+        """An unreadable time is refused before anything runs."""
+        from schemas.validity import parse_instant
+
+        return parse_instant(value, "as_of").isoformat() if value and value.strip() else None
 
     def budget(self, name: str) -> int | None:
         nested = getattr(self.budgets, name) if self.budgets is not None else None
@@ -125,7 +136,8 @@ def answer(settings: MabillonSettings, params: AskParams, principal: Principal,
     """The question answered without Prefect (same steps as the flow's tasks)."""
     from tasks.query.retriever import Retriever
 
-    retriever = retriever or Retriever.open(settings, principal, params.generation_name())
+    retriever = retriever or Retriever.open(settings, principal, params.generation_name(),
+                                         as_of=params.as_of)
     provider = make_provider(settings.llm, params.provider_name(), api_key(settings))
     return answer_question(retriever, checked_question(params.question), provider,
                            loop_params(settings, params),

@@ -34,9 +34,10 @@ log = logging.getLogger(__name__)
 
 
 @task(name="open-retriever", cache_policy=NONE)
-def retriever_task(settings: MabillonSettings, principal: Principal, generation: str | None):
+def retriever_task(settings: MabillonSettings, principal: Principal, generation: str | None,
+                   as_of: str | None = None):
     from tasks.query.retriever import Retriever
-    return Retriever.open(settings, principal, generation)
+    return Retriever.open(settings, principal, generation, as_of=as_of)
 
 
 @task(name="provider", cache_policy=NONE)
@@ -76,7 +77,7 @@ def ask(params: AskParams, settings: MabillonSettings | None = None) -> Evidence
     try:
         question = checked_question(params.question)
         principal, generation = admit(settings, params)
-        retriever = retriever_task(settings, principal, generation)
+        retriever = retriever_task(settings, principal, generation, params.as_of)
         provider = provider_task(settings, params.provider_name())
     except Exception as exc:  # refusals, and what opening the generation found wrong
         return refused("ask", exc)
@@ -108,7 +109,7 @@ def ask_batch(params: AskBatchParams, settings: MabillonSettings | None = None) 
     mask_secret_parameters()
     try:
         principal, generation = admit(settings, params)
-        retriever = retriever_task(settings, principal, generation)
+        retriever = retriever_task(settings, principal, generation, params.as_of)
         provider = provider_task(settings, params.provider_name())
     except Exception as exc:
         return refused("ask-batch", exc)

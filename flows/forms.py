@@ -173,6 +173,10 @@ def apply_forms(schemas: dict, settings: MabillonSettings) -> None:
                           ("reason",))
         elif name == "rollback":
             operator_form(schema, "RollbackParams", gens, "to", "Roll back", ("reason",))
+        elif name == "canary":
+            operator_form(schema, "CanaryParams", gens, "generation", "Canary: a candidate for some groups")
+        elif name == "release":
+            tidy_model(schema, "ReleaseOptions")
         elif name == "delete":
             operator_form(schema, "DeleteParams", gens, None, "Delete documents", ("reason",))
             props = _definition(schema, "DeleteParams")["properties"]
@@ -204,6 +208,12 @@ DESCRIPTIONS = {
                "switch together). Needs an operator token and your name. Now {now}.",
     "rollback": "For operators: serve the previously serving generation again, or the one you "
                 "choose. Needs an operator token and your name. Now {now}.",
+    "canary": "For operators: serve a candidate generation to the principals of named groups only, "
+              "everyone else staying on the serving one (promote, rollback or stop end it). Needs "
+              "an operator token and your name. Now {now}.",
+    "release": "For archivists and operators: ingest the paths given and publish a generation; with "
+               "the gate on, it is shadowed and waits here, paused, for a person's decision "
+               "(approve, reject or canary). Now {now}.",
     "delete": "For operators: delete documents from every answer at once and from every copy on "
               "disk (rights requests, errors). Needs a reason, an operator token and your name.",
     "gc": "For operators: retire generations beyond the retention policy and remove them, and "

@@ -1,4 +1,5 @@
-"""Operator flows: promote, roll back, delete (mask now, new generation, purge), collect garbage.
+"""Operator flows: promote, roll back, canary, delete (mask now, new generation, purge), collect
+garbage.
 
 Run from a deployment (the UI, the API) each needs an operator's access token and the operator's
 name, both recorded in the routing history (flows/run_access.py); called in-process (the CLI)
@@ -16,10 +17,12 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed
 from pydantic import BaseModel, Field, SecretStr
 
+from flows.gate import record_publish
 from flows.run_access import Refusal, deployment_run, mask_secret_parameters, run_actor
-from flows.run_names import delete_run_name, gc_run_name, promote_run_name, rollback_run_name
+from flows.run_names import canary_run_name, delete_run_name, gc_run_name, promote_run_name, rollback_run_name
 from schemas.generation import RoutingRecord
 from schemas.settings import MabillonSettings
+from tasks.ops import canary as canaries
 from tasks.ops import switching
 from tasks.ops.deletion import publish_without
 from tasks.ops.retention import GcReport, PurgeReport, collect_garbage, purge_documents
@@ -43,6 +46,14 @@ class OperatorFields(BaseModel):
 class PromoteParams(OperatorFields):
     generation: str = Field(description="generation to serve, e.g. g0003")
     reason: str = Field("", description="recorded in the routing history")
+
+
+class CanaryParams(OperatorFields):
+    generation: str | None = Field(None, description="candidate served to the groups below (with stop: "
+                                                     "whose canary ends; default every canary)")
+    groups: list[str] = Field(default_factory=list, description="groups of principals routed to the candidate")
+    reason: str = Field("", description="recorded in the routing history and the release record")
+    stop: bool = Field(False, description="end the canary instead of starting one")
 
 
 class RollbackParams(OperatorFields):
@@ -88,6 +99,8 @@ def _show_state(layout: StoreLayout, routing: RoutingRecord, changed: bool) -> N
 def routing_markdown(routing: RoutingRecord, changed: bool = True) -> str:
     last = routing.history[-1] if routing.history else None
     lines = [f"# Serving: {routing.serving}"]
+    lines += [f"Canary: {c.generation} → groups {', '.join(c.groups)} (since {c.since:%Y-%m-%d %H:%M:%S})"
+              for c in routing.canaries]
     if not changed:
         lines.append(f"{routing.serving} was already serving; nothing changed.")
     elif last:
@@ -106,7 +119,7 @@ def _switch(action: str, settings: MabillonSettings | None, params: OperatorFiel
         with serialised_release(layout):
             before = read_routing(layout)
             routing = switch(layout, actor)
-    except (Refusal, switching.GenerationUnavailable) as exc:
+    except (Refusal, switching.GenerationUnavailable, canaries.CanaryRefused) as exc:
         return _refused(action, exc)
     _show_state(layout, routing, changed=len(routing.history) > len(before.history))
     return routing
@@ -116,8 +129,31 @@ def _switch(action: str, settings: MabillonSettings | None, params: OperatorFiel
       description="Operators: serve another published generation (one atomic switch of index and "
                   "query encoder). Shows what serves now and the generations.")
 def promote(params: PromoteParams, settings: MabillonSettings | None = None) -> RoutingRecord:
-    return _switch("promote", settings, params, lambda layout, actor: switching.promote(
-        layout, params.generation, actor, params.reason))
+    def switch(layout: StoreLayout, actor: str) -> RoutingRecord:
+        before = read_routing(layout).serving
+        routing = switching.promote(layout, params.generation, actor, params.reason)
+        if routing.serving != before:
+            record_publish(layout, params.generation, actor, params.reason, action="promote", via="promote")
+        return routing
+    return _switch("promote", settings, params, switch)
+
+
+@flow(name="canary", flow_run_name=canary_run_name,
+      description="Operators: serve a candidate generation to named groups of principals only "
+                  "(everyone else stays on the serving one); promote, rollback or stop end it.")
+def canary(params: CanaryParams, settings: MabillonSettings | None = None) -> RoutingRecord:
+    """Route named groups to a candidate (everyone else stays on the serving generation), or end it."""
+    settings = settings or MabillonSettings()
+
+    def switch(layout: StoreLayout, actor: str) -> RoutingRecord:
+        if params.stop:
+            return canaries.stop(layout, actor, params.reason, params.generation)
+        if not params.generation:
+            raise canaries.CanaryRefused("name the candidate generation the groups are routed to")
+        routing = canaries.start(layout, settings, params.generation, params.groups, actor, params.reason)
+        record_publish(layout, params.generation, actor, params.reason, action="canary", via="canary")
+        return routing
+    return _switch("canary", settings, params, switch)
 
 
 @flow(name="rollback", flow_run_name=rollback_run_name,
@@ -161,6 +197,8 @@ def delete(params: DeleteParams, settings: MabillonSettings | None = None) -> De
         generation, unknown_ids = publish_without(layout, settings.model_copy(update={"actor": actor}),
                                                   doc_ids, params.reason)
         published = time.perf_counter() - start if len(unknown_ids) < len(doc_ids) else None
+        if published is not None:  # a new generation serves: it gets its release record
+            record_publish(layout, generation, actor, f"delete: {params.reason}".strip(), via="delete")
         purge, purged = None, None
         if settings.retention.deletion_window_s <= 0:  # otherwise `mabillon gc` purges once it passed
             purge = purge_documents(layout, set(doc_ids))

@@ -6,9 +6,9 @@ It listens on loopback only, behind a random bearer key written to the home's ow
 serve-state file: whoever can read that file owns the state root, and may ask as any principal
 of principals.json, as on the CLI.
 
-Retrievers are kept per (generation, principal policy, tombstones): a promotion, a deletion or a
-change of principals.json opens a new one at the next question, so no allowed set outlives the
-policy it was built from.
+Retrievers are kept per (generation, principal policy, tombstones, routing, as_of): a promotion,
+a canary, a deletion or a change of principals.json opens a new one at the next question, so no
+allowed set outlives the policy (or the route) it was built from.
 """
 from __future__ import annotations
 
@@ -48,25 +48,28 @@ class WarmRetrievers:
         self._open: OrderedDict[tuple, object] = OrderedDict()
         self._lock = threading.Lock()
 
-    def key(self, principal: Principal, generation: str | None) -> tuple:
+    def key(self, principal: Principal, generation: str | None, as_of: str | None = None) -> tuple:
         from tasks.query.principals import principals_path
         from tasks.store.routing import read_routing
         from tasks.store.tombstones import tombstones_path
 
-        gen = generation or read_routing(self.layout).serving
+        # Unnamed, the generation is the principal's route (a canary's or the serving one); the
+        # routing record's stamp keeps a retriever from outliving the route it was opened on.
+        routed = read_routing(self.layout).route_for(principal.groups)
+        gen = generation or (routed.generation if routed else None)
         who = hashlib.sha256(principal.model_dump_json().encode()).hexdigest()
-        return (gen, who, _stamp(tombstones_path(self.layout)),
-                _stamp(principals_path(self.settings)))
+        return (gen, generation is None, as_of, who, _stamp(tombstones_path(self.layout)),
+                _stamp(principals_path(self.settings)), _stamp(self.layout.routing))
 
-    def get(self, principal: Principal, generation: str | None):
+    def get(self, principal: Principal, generation: str | None, as_of: str | None = None):
         from tasks.query.retriever import Retriever
 
-        key = self.key(principal, generation)
+        key = self.key(principal, generation, as_of)
         with self._lock:
             if key in self._open:
                 self._open.move_to_end(key)
                 return self._open[key]
-        retriever = Retriever.open(self.settings, principal, key[0])
+        retriever = Retriever.open(self.settings, principal, generation, as_of=as_of)
         with self._lock:
             self._open[key] = retriever
             while len(self._open) > self.kept:
@@ -112,7 +115,7 @@ class QueryService:
 
         params = AskParams.model_validate(request)
         principal = resolve_principal(self.settings, params.principal)
-        retriever = self.retrievers.get(principal, params.generation_name())
+        retriever = self.retrievers.get(principal, params.generation_name(), params.as_of)
         return answer(self.settings, params, principal, retriever).model_dump(mode="json")
 
     def _handler(self):

@@ -3,7 +3,9 @@
 Pages a person reads (evidence of a query, a document and how it was cut, a question box) and
 JSON a program reads (IIIF Image API 3 and Presentation 3, the evidence as JSON). Every request
 resolves its viewer (tasks/reading/viewer.py) and is answered from what that viewer may see now
-(tasks/reading/room.py): anything else is the same 404 as what does not exist.
+— or at the `?as_of=` the request names (an ISO 8601 date or time; a query's evidence at the
+query's own as_of) — in the generation routed to them (tasks/reading/room.py): anything else
+is the same 404 as what does not exist.
 """
 from __future__ import annotations
 
@@ -17,9 +19,12 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from datetime import datetime
+
 from schemas.retrieval import AccessDenied, Principal
 from schemas.settings import MabillonSettings
 from tasks.query.principals import DEFAULT_PRINCIPAL, default_principal
+from tasks.query.validity import AsOfAhead, InvalidAsOf, resolve_as_of
 from tasks.reading.image_request import ImageRequestError
 from tasks.reading.links import Links
 from tasks.reading.manifests import query_manifest, revision_manifest
@@ -53,11 +58,19 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
         return resolve_viewer(settings, request.headers.get("authorization"),
                               request.cookies.get(TOKEN_COOKIE), dict(request.headers))
 
-    def links(request: Request) -> Links:
-        return Links.at(settings.reading_room.url or str(request.base_url))
+    def when(request: Request, principal: Principal, default: datetime | None = None) -> datetime | None:
+        """The request's as_of, from `/at/<as_of>/iiif/...` or `?as_of=` (refused when unreadable,
+        or ahead of now for a non-operator)."""
+        value = request.path_params.get("as_of") or request.query_params.get("as_of")
+        return resolve_as_of(value, principal) if value else default
 
-    def page(request: Request, name: str, status: int = 200, **context) -> HTMLResponse:
-        return templates.TemplateResponse(request, name, {"links": links(request), **context},
+    def links(request: Request, as_of: datetime | None = None) -> Links:
+        """Addresses for this response; those of a past view keep its time (tasks/reading/links.py)."""
+        return Links.at(settings.reading_room.url or str(request.base_url), as_of)
+
+    def page(request: Request, name: str, status: int = 200, at: datetime | None = None,
+             **context) -> HTMLResponse:
+        return templates.TemplateResponse(request, name, {"links": links(request, at), **context},
                                           status_code=status, headers=PRIVATE)
 
     @app.exception_handler(NotFound)
@@ -67,6 +80,15 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     @app.exception_handler(AccessDenied)
     def denied(request: Request, exc: AccessDenied):
         return _refusal(request, templates, 401, str(exc))
+
+    @app.exception_handler(AsOfAhead)
+    def ahead(request: Request, exc: AsOfAhead):
+        # the viewer is known and may not look ahead: forbidden, not "sign in"
+        return _refusal(request, templates, 403, str(exc))
+
+    @app.exception_handler(InvalidAsOf)
+    def bad_as_of(request: Request, exc: InvalidAsOf):
+        return _refusal(request, templates, 400, str(exc))
 
     @app.exception_handler(ImageRequestError)
     def bad_image_request(request: Request, exc: ImageRequestError):
@@ -84,29 +106,37 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
 
     @app.get("/documents", response_class=HTMLResponse)
     def documents(request: Request):
-        view = room.visible(viewer(request))
+        principal = viewer(request)
+        at = when(request, principal)
+        view = room.visible(principal, at)
         catalog = view.snapshot.catalog
         revisions = sorted((catalog.revisions[r] for r in view.revisions), key=lambda r: r.doc_id) if catalog else []
-        return page(request, "documents.html", principal=view.principal, revisions=revisions,
+        return page(request, "documents.html", at=at, principal=view.principal, revisions=revisions,
                     generation=view.snapshot.generation)
 
     @app.get("/documents/{doc_id:path}", response_class=HTMLResponse)
     def document(request: Request, doc_id: str):
-        view = room.visible(viewer(request))
-        doc = document_view(room, view, links(request), view.current(doc_id))
-        return page(request, "document.html", principal=view.principal, doc=doc)
+        principal = viewer(request)
+        at = when(request, principal)
+        view = room.visible(principal, at)
+        doc = document_view(room, view, links(request, at), view.current(doc_id))
+        return page(request, "document.html", at=at, principal=view.principal, doc=doc)
 
     @app.get("/queries/{query_id}", response_class=HTMLResponse)
     def evidence(request: Request, query_id: str):
         principal = viewer(request)
         record = room.record(principal, query_id)
-        view = room.visible(principal)
-        return page(request, "evidence.html", principal=principal,
-                    evidence=evidence_view(room, view, links(request), record))
+        at = when(request, principal, record.as_of)
+        view = room.visible(principal, at)
+        return page(request, "evidence.html", at=at, principal=principal,
+                    evidence=evidence_view(room, view, links(request, at), record))
 
     @app.post("/ask")
-    def ask_page(request: Request, question: str = Form(..., min_length=3, max_length=2000)):
-        package = ask_in_room(settings, viewer(request), question)
+    def ask_page(request: Request, question: str = Form(..., min_length=3, max_length=2000),
+                 as_of: str = Form("", max_length=64)):
+        principal = viewer(request)
+        resolve_as_of(as_of, principal)  # refused here, before a run, when unreadable or ahead
+        package = ask_in_room(settings, principal, question, as_of or None)
         return RedirectResponse(f"/queries/{package.query_id}", status_code=303)
 
     @app.get("/login", response_class=HTMLResponse)
@@ -142,7 +172,8 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     def api_query(request: Request, query_id: str):
         principal = viewer(request)
         record = room.record(principal, query_id)
-        view = evidence_view(room, room.visible(principal), links(request), record)
+        at = when(request, principal, record.as_of)
+        view = evidence_view(room, room.visible(principal, at), links(request, at), record)
         return JSONResponse(_evidence_json(view), headers=PRIVATE)
 
     @app.post("/api/ask")
@@ -153,46 +184,63 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
             return JSONResponse({"error": "give {\"question\": \"...\"} (3 to 2000 characters)"},
                                 status_code=400)
         principal = viewer(request)
+        as_of = body.get("as_of") or None
+        if as_of is not None and not isinstance(as_of, str):
+            raise InvalidAsOf("as_of must be an ISO 8601 date or time, as a string")
+        resolve_as_of(as_of, principal)
         from starlette.concurrency import run_in_threadpool
 
-        package = await run_in_threadpool(ask_in_room, settings, principal, question)
+        package = await run_in_threadpool(ask_in_room, settings, principal, question, as_of)
         return JSONResponse(package.model_dump(mode="json"), headers=PRIVATE)
 
     # IIIF -------------------------------------------------------------------------------------
+    # each IIIF route also answers under /at/<as_of>/: a past view's addresses (Links.iiif)
     @app.get("/iiif/3/{image_id}")
+    @app.get("/at/{as_of}/iiif/3/{image_id}")
     def image_base(request: Request, image_id: str):
-        room.image_page(room.visible(viewer(request)), image_id)  # 404 before any redirect
-        return RedirectResponse(f"{links(request).base}/iiif/3/{image_id}/info.json", status_code=303,
+        principal = viewer(request)
+        at = when(request, principal)
+        room.image_page(room.visible(principal, at), image_id)  # 404 before any redirect
+        return RedirectResponse(f"{links(request, at).iiif}/iiif/3/{image_id}/info.json", status_code=303,
                                 headers=IIIF_HEADERS)
 
     @app.get("/iiif/3/{image_id}/info.json")
+    @app.get("/at/{as_of}/iiif/3/{image_id}/info.json")
     def image_info(request: Request, image_id: str):
         principal = viewer(request)
-        info = room.info(principal, image_id, f"{links(request).base}/iiif/3/{image_id}")
+        at = when(request, principal)
+        info = room.info(principal, image_id, f"{links(request, at).iiif}/iiif/3/{image_id}", at)
         wants_ld = "application/ld+json" in request.headers.get("accept", "")
         return JSONResponse(info, media_type=JSON_LD if wants_ld else "application/json",
                             headers=IIIF_HEADERS)
 
     @app.get("/iiif/3/{image_id}/{region}/{size}/{rotation}/{quality_format}")
+    @app.get("/at/{as_of}/iiif/3/{image_id}/{region}/{size}/{rotation}/{quality_format}")
     def image(request: Request, image_id: str, region: str, size: str, rotation: str,
               quality_format: str):
-        data, media_type = room.image(viewer(request), image_id, region, size, rotation,
-                                      quality_format)
+        principal = viewer(request)
+        data, media_type = room.image(principal, image_id, region, size, rotation,
+                                      quality_format, when(request, principal))
         return Response(data, media_type=media_type, headers=IIIF_HEADERS)
 
     @app.get("/iiif/manifest/{revision_id}")
+    @app.get("/at/{as_of}/iiif/manifest/{revision_id}")
     def manifest(request: Request, revision_id: str):
-        view = room.visible(viewer(request))
-        body = revision_manifest(room, view, links(request), view.revision(revision_id))
+        principal = viewer(request)
+        at = when(request, principal)
+        view = room.visible(principal, at)
+        body = revision_manifest(room, view, links(request, at), view.revision(revision_id))
         return JSONResponse(body, media_type=PRESENTATION_LD, headers=IIIF_HEADERS)
 
     @app.get("/iiif/query/{query_id}/manifest")
+    @app.get("/at/{as_of}/iiif/query/{query_id}/manifest")
     def manifest_of_query(request: Request, query_id: str):
         principal = viewer(request)
         record = room.record(principal, query_id)
-        view = room.visible(principal)
-        evidence = evidence_view(room, view, links(request), record)
-        body = query_manifest(room, view, links(request), record, evidence)
+        at = when(request, principal, record.as_of)
+        view = room.visible(principal, at)
+        evidence = evidence_view(room, view, links(request, at), record)
+        body = query_manifest(room, view, links(request, at), record, evidence)
         return JSONResponse(body, media_type=PRESENTATION_LD, headers=IIIF_HEADERS)
 
     if warm:
@@ -204,8 +252,8 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
 def _refusal(request: Request, templates: Jinja2Templates, status: int, message: str):
     """The same answer for every refusal of a kind: nothing says why beyond `message`."""
     path = request.url.path
-    if path.startswith(("/iiif/", "/api/")):
-        headers = IIIF_HEADERS if path.startswith("/iiif/") else PRIVATE
+    if path.startswith(("/iiif/", "/api/", "/at/")):
+        headers = PRIVATE if path.startswith("/api/") else IIIF_HEADERS
         return JSONResponse({"error": message}, status_code=status, headers=headers)
     return templates.TemplateResponse(request, "refusal.html", {"status": status, "message": message},
                                       status_code=status, headers=PRIVATE)
@@ -221,12 +269,13 @@ def _evidence_json(view) -> dict:
             "documents": [asdict(d) for d in view.documents]}
 
 
-def ask_in_room(settings: MabillonSettings, principal: Principal, question: str):
+def ask_in_room(settings: MabillonSettings, principal: Principal, question: str,
+                as_of: str | None = None):
     """Run the `ask` flow for the viewer; its retriever and models are warm in this process."""
     from flows.ask import AskParams, ask
 
     name = None if principal.principal_id == DEFAULT_PRINCIPAL else principal.principal_id
-    return ask(params=AskParams(question=question, principal=name), settings=settings)
+    return ask(params=AskParams(question=question, principal=name, as_of=as_of), settings=settings)
 
 
 def warm_up(room: ReadingRoom, settings: MabillonSettings) -> None:

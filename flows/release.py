@@ -10,6 +10,7 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from flows.artifacts.generations import publish_generations
+from flows.gate import gate_applies, hold_for_decision, record_publish
 from flows.runner import RunnerShape, api_for_workers, task_runner_for
 from flows.timing import StageClock, timed
 from schemas.generation import IngestResult, Parsed, RunCounts
@@ -36,6 +37,10 @@ class ReleaseOptions(BaseModel):
     groups: list[str] | None = Field(None, description="access groups (default: ['public'])")
     promote: bool = Field(True, description="serve the new generation at once")
     reason: str = Field("ingest", description="recorded in the routing history")
+    gate: bool | None = Field(None, description="publish staged, shadow it and wait for a person's decision "
+                                                "in the Prefect UI (default: the gate setting)")
+    gate_timeout_s: int | None = Field(None, ge=1, description="how long a gated release waits for the "
+                                                               "decision (default: the gate setting)")
     defer: list[str] = Field(default_factory=list, description="file:// URIs of folder files left for "
                                                                "the next run (still being written)")
 
@@ -46,8 +51,12 @@ stage, validate = timed("stage", stage_task), timed("validate", validate_task)
 reconcile, publish = timed("reconcile", reconcile_task), timed("publish", publish_task)
 
 
-def release_steps(paths: list[str], options: ReleaseOptions, settings: MabillonSettings) -> IngestResult:
+def release_steps(paths: list[str], options: ReleaseOptions | None = None,
+                  settings: MabillonSettings | None = None) -> IngestResult:
+    # a deployment run names neither: they come from the form's defaults and the serving environment
+    options, settings = options or ReleaseOptions(), settings or MabillonSettings()
     layout, runner = StoreLayout.from_settings(settings).ensure(), RunnerShape.of_this_flow_run(settings)
+    gated = gate_applies(options.gate, settings)  # refused before any work where nobody could answer
     with serialised_release(layout), StageClock() as clock:
         base = serving_base(layout, settings.embedding)
         acquired = acquire(paths, access_defaults(options, settings), layout, settings.storage, base.tombstones,
@@ -65,9 +74,14 @@ def release_steps(paths: list[str], options: ReleaseOptions, settings: MabillonS
         validation = validate(staged, settings.validation, layout)
         report = reconcile(staged, base)
         result = publish(staged, report, validation, run_counts(work, parsed, runner, clock),
-                         parsed.quarantined, chunked.spec, base, layout, publication(options, settings))
+                         parsed.quarantined, chunked.spec, base, layout, publication(options, settings, gated))
+        if result.serving:
+            result.release_record = record_publish(layout, result.generation, settings.actor, options.reason)
         publish_generations(layout, result.generation)
     result.run.stage_seconds = clock.seconds
+    if gated:  # shadow, then paused until a person decides; the wait holds no lock
+        result = hold_for_decision(result, settings, options.gate_timeout_s)
+        publish_generations(layout, result.generation)  # what the decision changed
     return result
 
 
@@ -90,8 +104,9 @@ def access_defaults(options: ReleaseOptions, settings: MabillonSettings) -> Acce
                           groups=tuple(options.groups or settings.default_groups))
 
 
-def publication(options: ReleaseOptions, settings: MabillonSettings) -> Publication:
-    return Publication(promote=options.promote, reason=options.reason, actor=settings.actor,
+def publication(options: ReleaseOptions, settings: MabillonSettings, gated: bool = False) -> Publication:
+    # A gated candidate is published staged: it serves only once a person approves it.
+    return Publication(promote=options.promote and not gated, reason=options.reason, actor=settings.actor,
                        target_tokens=settings.chunking.target_tokens,
                        embedding_model=settings.embedding.model, index=settings.index,
                        retrieval=settings.retrieval,

@@ -43,6 +43,13 @@ def rollback_run_name() -> str:
     return f"rollback{' to ' + target if target else ''}{_by(p)}"
 
 
+def canary_run_name() -> str:
+    p = _params()
+    what = ("stop canary" + (f" of {p['generation']}" if p.get("generation") else "") if p.get("stop")
+            else f"canary {p.get('generation') or '?'} → {', '.join(p.get('groups') or []) or '?'}")
+    return f"{what}{_by(p)}"
+
+
 def delete_run_name() -> str:
     p = _params()
     ids = p.get("doc_ids") or []

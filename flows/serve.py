@@ -26,9 +26,10 @@ from prefect.utilities.callables import parameter_schema
 from flows.ask import ask, ask_batch
 from flows.drop_folder import scheduled_ingest
 from flows.evaluate import evaluate
-from flows.operate import delete, gc, promote, rollback
+from flows.operate import canary, delete, gc, promote, rollback
 from flows.prefect_server import (DIE_WITH_PARENT, PrefectServer, api_url_for, start_server,  # noqa: F401
                                   stop_group, wait_healthy)
+from flows.release import release_flow
 from schemas.settings import MabillonSettings, ServeSettings
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def deployment_specs(serve_settings: ServeSettings) -> list[tuple[Flow, dict]]:
     return [
         (scheduled_ingest, {"cron": serve_settings.ingest_cron, "parameters": ingest_params,
                             "concurrency_limit": ONE_AT_A_TIME}),
-        *((f, {"concurrency_limit": ONE_AT_A_TIME}) for f in (promote, rollback, delete, gc)),
+        *((f, {"concurrency_limit": ONE_AT_A_TIME}) for f in (release_flow, promote, rollback, canary, delete, gc)),
         (ask, {}),
         (ask_batch, {}),
         (evaluate, {}),
@@ -109,8 +110,18 @@ def build_deployments(settings: MabillonSettings | ServeSettings) -> list[Runner
         d = f.to_deployment(name=f.name, tags=["mabillon"], description=description,
                             entrypoint_type=EntrypointType.MODULE_PATH, **kwargs)
         d._parameter_openapi_schema = schema
+        d.entrypoint = entrypoint_of(f)
         out.append(d)
     return out
+
+
+def entrypoint_of(f: Flow) -> str:
+    """`module.name` of the module attribute that *is* the flow. Prefect derives the entrypoint
+    from the function's own name, which misses a flow made as `flow(...)(fn)` under another name
+    (the release flow: a module-level function so Dask workers get it by reference)."""
+    module = sys.modules[f.fn.__module__]
+    name = next(n for n, value in vars(module).items() if value is f)
+    return f"{module.__name__}.{name}"
 
 
 def state_stamp(settings: MabillonSettings) -> tuple:

@@ -201,23 +201,60 @@ class TombstoneList(BaseModel):
         return {t.doc_id for t in self.tombstones}
 
 
+# Events that change which generation serves everyone; the others (canary, gate) leave it be.
+SWITCH_ACTIONS = ("publish", "promote", "rollback")
+
+
 class RoutingEvent(BaseModel):
     at: datetime
     actor: str
-    action: Literal["publish", "promote", "rollback"]
+    # canary / canary-end: a candidate routed to some groups, or no longer; reject: a gated
+    # candidate retired by its reviewer; gate-timeout: nobody decided, the candidate stays staged.
+    action: Literal["publish", "promote", "rollback", "canary", "canary-end", "reject", "gate-timeout"]
     from_generation: str | None
-    to_generation: str
+    to_generation: str  # the generation the event is about (the new serving one for a switch)
+    reason: str = ""
+    groups: list[str] = Field(default_factory=list)  # canary events: who is routed
+    flow_run_id: str | None = None  # the Prefect run that decided, when one did
+
+
+class Canary(BaseModel):
+    """Principals holding any of `groups` are served `generation` instead of the serving one."""
+
+    generation: str
+    space_id: str
+    groups: list[str]
+    since: datetime
+    actor: str
     reason: str = ""
 
 
+class Route(BaseModel):
+    """Which generation answers a principal, and why: everyone's (serving) or a canary's."""
+
+    generation: str
+    route: Literal["serving", "canary", "requested"]
+
+
 class RoutingRecord(BaseModel):
-    """Which generation serves, and every switch that led there. Replaced atomically."""
+    """Which generation serves, canaries to named groups, and every event that led there.
+    One file, replaced atomically under the release lock."""
 
     serving: str | None = None
     space_id: str | None = None
     history: list[RoutingEvent] = Field(default_factory=list)
     retired: list[str] = Field(default_factory=list)
     pinned: list[str] = Field(default_factory=list)
+    canaries: list[Canary] = Field(default_factory=list)
+
+    def route_for(self, groups: list[str]) -> Route | None:
+        """The canary whose groups the principal holds (a group is in one canary at most), else
+        the serving generation; None when nothing serves and no canary applies."""
+        held = set(groups)
+        for canary in self.canaries:
+            if held & set(canary.groups):
+                return Route(generation=canary.generation, route="canary")
+        return Route(generation=self.serving, route="serving") if self.serving else None
 
 
 class GenerationStatus(BaseModel):
@@ -225,7 +262,7 @@ class GenerationStatus(BaseModel):
     retired (served before and replaced, or removed by gc: see `data_kept`)."""
 
     generation: str
-    status: Literal["serving", "staged", "retired"]
+    status: Literal["serving", "canary", "staged", "retired"]
     created_at: datetime
     counts: Counts  # what the generation holds now (after any purge of deleted documents)
     parent: str | None = None
@@ -244,3 +281,6 @@ class IngestResult(BaseModel):
     quarantined: list[Quarantined]
     manifest: str | None
     published: bool = False
+    # A gated release: the reviewer's decision (approve, reject, canary) and its release record.
+    decision: str | None = None
+    release_record: str | None = None

@@ -31,6 +31,11 @@ class SourceInput(BaseModel):
     groups: list[str]
     metadata: dict[str, Any] = Field(default_factory=dict)
     declared_media_type: str | None = None
+    # When the document may be shown (schemas.validity); None: an open bound.
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    # When the input reached the drop folder (its file or export time): freshness is measured from it.
+    arrived_at: datetime | None = None
 
 
 class Revision(BaseModel):
@@ -50,6 +55,9 @@ class Revision(BaseModel):
     media_type: str
     acquired_at: datetime
     metadata_json: str = "{}"
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    arrived_at: datetime | None = None
 
 
 class Element(BaseModel):
@@ -117,6 +125,8 @@ REVISION_SCHEMA = pa.schema([
     ("size", pa.int64()), ("media_type", pa.string()),
     ("acquired_at", pa.timestamp("us", tz="UTC")), ("metadata_json", pa.string()),
     ("is_current", pa.bool_()),
+    ("valid_from", pa.timestamp("us", tz="UTC")), ("valid_to", pa.timestamp("us", tz="UTC")),
+    ("arrived_at", pa.timestamp("us", tz="UTC")),
 ])
 
 PAGE_SCHEMA = pa.schema([
@@ -140,12 +150,30 @@ CHUNK_SCHEMA = pa.schema([
     ("text", pa.string()), ("n_tokens", pa.int32()), ("char_start", pa.int64()),
     ("char_end", pa.int64()), ("page_start", pa.int32()), ("page_end", pa.int32()),
     ("spans_json", pa.string()), ("segmenter", pa.string()),
+    # The validity interval of the chunk's document (null: open); the query time must be inside it.
+    ("valid_from", pa.timestamp("us", tz="UTC")), ("valid_to", pa.timestamp("us", tz="UTC")),
 ])
 
 VECTOR_LINEAGE_SCHEMA = pa.schema([
     ("chunk_id", pa.string()), ("space_id", pa.string()), ("vector_digest", pa.string()),
     ("norm", pa.float32()),
 ])
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` with every nullable column of `schema` it lacks, as nulls, in schema order.
+
+    Generations published before a column existed keep their files; reading them through this
+    gives today's shape (an absent validity bound is an open one)."""
+    missing = [f for f in schema if f.name not in table.schema.names]
+    if not missing:
+        return table
+    for f in missing:
+        if not f.nullable:
+            raise ValueError(f"stored table lacks required column {f.name!r}")
+        table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    names = [f.name for f in schema] + [n for n in table.schema.names if n not in schema.names]
+    return table.select(names)
 
 
 def chunk_table_schema(dim: int) -> pa.Schema:

@@ -9,6 +9,7 @@ must return. The JSON Schema sent to a model is derived from the output model
 from __future__ import annotations
 
 import functools
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -446,6 +447,11 @@ class EvidencePackage(BaseModel):
     judge: JudgeInfo | None = None
     record: str | None = None
     query_id: str | None = None  # the query record's id: the reading room's /queries/<query_id>
+    # How the generation was chosen: serving (everyone's), canary (a candidate routed to one of
+    # the principal's groups) or requested (named by the caller); and the query time, when the
+    # question named one (None: the time of each search).
+    route: str | None = None
+    as_of: datetime | None = None
 
 
 class QueryRecord(BaseModel):
@@ -470,6 +476,8 @@ class QueryRecord(BaseModel):
     final: list[str]
     flags: list[str]
     cost: Cost
+    route: str | None = None  # serving | canary | requested (see EvidencePackage)
+    as_of: datetime | None = None
     # the package's ranked documents as answered (citations with page, box and offsets), so the
     # reading room can show the evidence of a record; redacted with the record on deletion
     documents: list[EvidenceDocument] = Field(default_factory=list)

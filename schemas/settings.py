@@ -222,6 +222,22 @@ class ServeSettings(BaseModel):
     work_pool: str | None = None
 
 
+class GateSettings(BaseModel):
+    """The release gate: a release that waits for a person before it serves (ReleaseOptions.gate)."""
+
+    enabled: bool = False  # every release is gated unless its options say otherwise
+    # The registered question set the candidate is shadowed on against the serving generation
+    # (JSONL: question, question_id, question_type, gold_ids); the bundled sample ships one.
+    questions: Path | None = PROJECT_ROOT / "docs" / "sample" / "questions.jsonl"
+    system: str = "hybrid"  # bm25 | dense | hybrid
+    k: int = 10
+    principal: str | None = None  # whose view is compared (a name in principals.json; default principal)
+    # How long the release waits for a decision; then the candidate stays staged, and the
+    # routing history and an artifact say so.
+    timeout_s: int = 7 * 24 * 3600
+    poll_s: int = 5  # how often the paused run checks for the decision
+
+
 class ReadingRoomSettings(BaseModel):
     """The reading room (IIIF images, manifests, evidence pages) and how other parts link to it."""
 
@@ -269,12 +285,13 @@ class MabillonSettings(BaseSettings):
     query: LoopParams = Field(default_factory=LoopParams)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     reading_room: ReadingRoomSettings = Field(default_factory=ReadingRoomSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
     default_tenant: str = "default"
     default_groups: list[str] = Field(default_factory=lambda: ["public"])
     actor: str = Field(default="local-operator", description="who is recorded in routing history")
     test_crash_point: str | None = Field(
         default=None, description="test hook: stop at this crash point of a release and wait to be killed "
-        "(parse, embed, switch); used by the crash-safety tests")
+        "(parse, embed, switch, gate-shadow, gate-switch); used by the crash-safety tests")
 
     @field_validator("warehouse_dir", mode="before")
     @classmethod

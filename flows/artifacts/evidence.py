@@ -10,6 +10,7 @@ import unicodedata
 
 from schemas.query import EvidenceDocument, EvidencePackage
 from schemas.settings import MabillonSettings
+from tasks.query.present import route_note
 from tasks.store.layout import StoreLayout
 
 READABLE = 10  # documents shown with their passage; all of them are in the table
@@ -104,7 +105,7 @@ def evidence_markdown(package: EvidencePackage, titles: dict[str, str | None],
                       answer_links: list[tuple[str, str]] = (), readable: int = READABLE) -> str:
     p = package
     head = [f"# {_escape(p.question)}", "",
-            f"{len(p.documents)} documents from generation `{p.generation}`; "
+            f"{len(p.documents)} documents from generation `{p.generation}`{route_note(p)}; "
             f"{len(p.accepted)} accepted as evidence by **{p.provider}**"
             f"{' (' + p.model + ')' if p.model else ''}; answered in {p.cost.total_s:.1f} s.", ""]
     if answer_links:

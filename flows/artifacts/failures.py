@@ -23,7 +23,9 @@ def failure_words(exc: BaseException) -> str:
     from tasks.query.retriever import NoServingGeneration
     from tasks.store.atomic import LockTimeout
 
-    if isinstance(exc, Refusal):
+    from tasks.ops.canary import CanaryRefused
+
+    if isinstance(exc, (Refusal, CanaryRefused)):  # words meant for the operator who asked
         return str(exc)
     if isinstance(exc, AccessDenied):
         return "Access refused: invalid access token, or an action your token does not allow."

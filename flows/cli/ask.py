@@ -28,6 +28,8 @@ def register(sub, common) -> None:
                    help="default: openai when MABILLON_LLM__BASE_URL is set, else learned "
                         "(rules when its model file is unusable)")
     p.add_argument("--limit", type=int, default=10, help="documents in the printed list")
+    p.add_argument("--as-of", help="ISO 8601 date or time (2027-01-01, 2027-01-01T09:00+01:00): answer "
+                                   "as the archive stood then; a future time needs an operator")
     p.set_defaults(func=cmd_ask)
 
 
@@ -36,7 +38,7 @@ def cmd_ask(args: argparse.Namespace, settings: MabillonSettings) -> int:
     if len(question) < 3:
         raise CliError("the question is empty: write at least three characters", Exit.USAGE)
     request = {"question": question, "principal": args.principal,
-               "generation": args.generation, "provider": args.provider}
+               "generation": args.generation, "provider": args.provider, "as_of": args.as_of}
     package = asked_of_serve(settings, request) or answered_here(settings, request)
     from schemas.query import EvidencePackage
     from tasks.query.present import render_text

@@ -75,9 +75,12 @@ def explain(exc: BaseException) -> Explained:
 
     from schemas.embedding import EmbeddingInputTooLong, EmbeddingSpaceMismatch
     from schemas.generation import ReconcileFailed, ValidationFailed
+    from schemas.release import GateTimedOut
     from schemas.retrieval import AccessDenied
+    from tasks.ops.canary import CanaryRefused
     from tasks.ops.switching import GenerationUnavailable, NothingToRollBack
     from tasks.query.retriever import NoServingGeneration
+    from tasks.query.validity import InvalidAsOf
     from tasks.store.atomic import LockTimeout
 
     from flows.run_access import Refusal
@@ -98,8 +101,10 @@ def explain(exc: BaseException) -> Explained:
         return Explained(Exit.REFUSED, text)
     if isinstance(exc, LockTimeout):
         return Explained(Exit.BUSY, text)
-    if isinstance(exc, EmbeddingInputTooLong):
+    if isinstance(exc, (EmbeddingInputTooLong, CanaryRefused, InvalidAsOf)):
         return Explained(Exit.USAGE, text)
+    if isinstance(exc, GateTimedOut):  # nobody decided: the candidate stays staged, not serving
+        return Explained(Exit.REFUSED, text, "decide later with: mabillon promote GEN (or canary)")
     if isinstance(exc, ValidationError):
         return Explained(Exit.USAGE, _validation_message(exc))
     if isinstance(exc, FileNotFoundError):

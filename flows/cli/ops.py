@@ -1,4 +1,4 @@
-"""CLI commands of operations: promote, rollback, diff, shadow, delete, gc, pin.
+"""CLI commands of operations: promote, rollback, canary, diff, shadow, delete, gc, pin.
 
 `diff` reads the state files directly (no Prefect). The others that change state run their flow,
 reporting to the Prefect server of a running `mabillon serve` when there is one.
@@ -36,6 +36,14 @@ def register(sub, common) -> None:
     p.add_argument("--to", help="generation to return to (default: the one that served before)")
     p.add_argument("--reason", default="", help="recorded in the routing history")
     p.set_defaults(func=cmd_rollback)
+
+    p = add_command(sub, common, "canary", "serve a candidate generation to named groups only "
+                    "(ended by promote, rollback or --stop)", "mabillon canary g0004 --groups staff")
+    p.add_argument("generation", nargs="?", help="the candidate (with --stop: whose canary ends; default all)")
+    p.add_argument("--groups", default="", help="comma-separated groups of principals routed to the candidate")
+    p.add_argument("--reason", default="", help="recorded in the routing history and the release record")
+    p.add_argument("--stop", action="store_true", help="end the canary instead of starting one")
+    p.set_defaults(func=cmd_canary)
 
     p = add_command(sub, common, "diff", "what changed between two generations: sources, counts, "
                     "model, parsers", "mabillon diff g0002 g0003")
@@ -119,6 +127,23 @@ def cmd_rollback(args: argparse.Namespace, settings: MabillonSettings) -> int:
     return _run_switch(args, settings, rollback, RollbackParams(to=args.to, reason=args.reason))
 
 
+def cmd_canary(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from flows.cli.prefect_api import connect
+
+    groups = [g.strip() for g in args.groups.split(",") if g.strip()]
+    with connect(settings) as link:
+        from flows.operate import CanaryParams, canary
+
+        link.ready()
+        routing = canary(CanaryParams(generation=args.generation, groups=groups, reason=args.reason,
+                                      stop=args.stop), settings=settings)
+    lines = [f"serving {routing.serving} to everyone else"]
+    lines += [f"canary {c.generation} → groups {', '.join(c.groups)} (since {c.since:%Y-%m-%d %H:%M:%S})"
+              for c in routing.canaries] or ["no canary"]
+    emit(args, routing.model_dump(mode="json"), "\n".join(lines))
+    return 0
+
+
 def cmd_diff(args: argparse.Namespace, settings: MabillonSettings) -> int:
     from flows.artifacts.generations import diff_lines
     from flows.cli.release import serving_or_named
@@ -156,6 +181,8 @@ def cmd_shadow(args: argparse.Namespace, settings: MabillonSettings) -> int:
     lines = [f"shadow {r.staged} (staged) vs {r.serving} (serving), {r.system}, {r.n} questions, k={r.k}",
              f"recall@{r.k}: {fmt(r.recall_staged)} vs {fmt(r.recall_serving)}",
              f"mean top-{r.k} overlap: {r.mean_overlap:.2f}",
+             *(f"  {t.question_type}: {t.n} questions, recall@{r.k} {fmt(t.recall_staged)} vs "
+               f"{fmt(t.recall_serving)}, overlap {t.mean_overlap:.2f}" for t in r.by_type),
              f"latency median {r.latency_staged_median_s * 1000:.1f} ms vs {r.latency_serving_median_s * 1000:.1f} ms; "
              f"p95 {r.latency_staged_p95_s * 1000:.1f} ms vs {r.latency_serving_p95_s * 1000:.1f} ms"]
     emit(args, r.model_dump(mode="json"), "\n".join(lines))

@@ -26,9 +26,14 @@ def register(sub, common) -> None:
     p.add_argument("--tenant", help="tenant of inputs that do not name one (default: 'default')")
     p.add_argument("--groups", help="comma-separated access groups (default: public)")
     p.add_argument("--no-promote", action="store_true", help="publish as staged; do not serve")
+    gate = p.add_mutually_exclusive_group()
+    gate.add_argument("--gate", dest="gate", action="store_true", default=None,
+                      help="publish staged, shadow it, and wait for a decision in the Prefect UI "
+                           "(needs PREFECT_API_URL: a running server, e.g. `mabillon serve`)")
+    gate.add_argument("--no-gate", dest="gate", action="store_false", help="release without the gate setting")
     p.set_defaults(func=cmd_ingest)
 
-    p = add_command(sub, common, "generations", "list the generations: serving, staged, retired",
+    p = add_command(sub, common, "generations", "list the generations: serving, canary, staged, retired",
                     "mabillon generations --json")
     p.set_defaults(func=cmd_generations)
 
@@ -62,12 +67,19 @@ def cmd_ingest(args: argparse.Namespace, settings: MabillonSettings) -> int:
         from flows.release import ReleaseOptions, release
 
         options = ReleaseOptions(
-            corpus=args.corpus, tenant=args.tenant, promote=not args.no_promote,
+            corpus=args.corpus, tenant=args.tenant, promote=not args.no_promote, gate=args.gate,
             groups=[g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None)
+        gated = settings.gate.enabled if args.gate is None else args.gate
+        if gated and link.source == "temporary":  # nobody could reach this server to decide
+            raise CliError("a gated release waits for a decision in the Prefect UI, and no Prefect "
+                           "server runs for this home", Exit.USAGE,
+                           "start `mabillon serve` for this home (or set PREFECT_API_URL), or --no-gate")
         link.ready()
         result = release(paths=args.paths, options=options, settings=settings)
     payload = result.model_dump(mode="json", exclude={"published"})
-    state = ("published and serving" if result.published and result.serving else
+    state = (f"published; gate decision: {result.decision}" + ("" if result.serving else ", not serving")
+             if result.decision else
+             "published and serving" if result.published and result.serving else
              "published, staged (not serving)" if result.published else
              "nothing new to publish; serving unchanged" if result.generation else
              "nothing published: no input was accepted")
@@ -79,6 +91,8 @@ def cmd_ingest(args: argparse.Namespace, settings: MabillonSettings) -> int:
     lines += [f"  quarantined {q.uri}: {q.reason}" for q in result.quarantined]
     if result.manifest:
         lines.append(f"manifest: {result.manifest}")
+    if result.release_record:
+        lines.append(f"release record: {result.release_record}")
     emit(args, payload, "\n".join(lines))
     unreachable = [q.uri for q in result.quarantined if q.uri in args.paths]
     if unreachable and len(unreachable) == len(args.paths):
@@ -142,7 +156,9 @@ def cmd_lineage(args: argparse.Namespace, settings: MabillonSettings) -> int:
              f"  source {src['uri']}", "  revisions:"]
     for r in info["revisions"]:
         lines.append(f"    {'*' if r['is_current'] else ' '} {r['revision_id']}  sha256:{r['digest']}  "
-                     f"{r['media_type']}  {r['size']} bytes  acquired {r['acquired_at']}")
+                     f"{r['media_type']}  {r['size']} bytes  acquired {r['acquired_at']}"
+                     + (f"  valid {r['valid_from'] or '…'} → {r['valid_to'] or '…'}"
+                        if r['valid_from'] or r['valid_to'] else ""))
     lines.append("  pages:")
     for p in info["pages"]:
         conf = f"  OCR confidence {p['ocr_confidence']:.1f}" if p["ocr_confidence"] is not None else ""

@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlparse
 from schemas.generation import Quarantined, Screened
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision, SourceInput
 from schemas.settings import StorageSettings
+from schemas.validity import InvalidInstant, parse_interval
 from tasks.ingest.sidecar import SidecarEntry, read_sidecars
 from tasks.store.blobs import put_blob
 from tasks.store.layout import StoreLayout
@@ -106,10 +107,14 @@ def parse_record_line(line: str, defaults: AccessDefaults) -> tuple[SourceInput,
         data = canonical_record_bytes(record)
     except UnicodeEncodeError:  # a lone surrogate (\\ud800) decodes from JSON but is not text
         raise ValueError(f"{doc_id}: the record holds an unpaired surrogate, not Unicode text") from None
+    try:
+        valid_from, valid_to = parse_interval(record.get("valid_from"), record.get("valid_to"))
+    except InvalidInstant as exc:
+        raise ValueError(f"{doc_id}: {exc}") from None
     source = SourceInput(
         source_id=doc_id, uri=f"record:{doc_id}", doc_id=doc_id, corpus=corpus, date=date,
         title=title, tenant=tenant, groups=sorted(set(groups)), metadata=metadata,
-        declared_media_type=RECORD_MEDIA_TYPE,
+        declared_media_type=RECORD_MEDIA_TYPE, valid_from=valid_from, valid_to=valid_to,
     )
     return source, data
 
@@ -142,6 +147,7 @@ def iter_record_export(export: Location, defaults: AccessDefaults,
     seen: dict[str, int] = {}
     base, number = source_uri(export), 0
     try:
+        arrived = export.arrived_at()  # every record of an export arrived with it
         with export.open_binary() as fh:
             for number, raw in enumerate(fh, start=1):
                 if not raw.strip():
@@ -161,7 +167,8 @@ def iter_record_export(export: Location, defaults: AccessDefaults,
                         reason=f"line {number}: duplicate doc_id {source.doc_id!r} (first on line {seen[source.doc_id]})"))
                     continue
                 seen[source.doc_id] = number
-                yield PendingInput(source=source.model_copy(update={"uri": uri}), data=data)
+                yield PendingInput(source=source.model_copy(update={"uri": uri, "arrived_at": arrived}),
+                                   data=data)
     except OSError as exc:  # storage failed: the lines already read stand
         where = f" after line {number}" if number else ""
         quarantined.append(Quarantined(uri=base, reason=f"unreadable{where}: {exc}"))
@@ -183,7 +190,7 @@ def file_input(file: Location, root: Location | None, defaults: AccessDefaults,
         corpus=entry.corpus or defaults.corpus or "files", date=entry.date,
         tenant=entry.tenant or defaults.tenant, groups=sorted(set(entry.groups or defaults.groups)),
         title=entry.title or PurePosixPath(file.name).stem, metadata=dict(entry.metadata),
-        declared_media_type=None,
+        declared_media_type=None, valid_from=entry.valid_from, valid_to=entry.valid_to,
     )
     return PendingInput(source=source, location=file)
 
@@ -299,6 +306,7 @@ def acquire_one(layout: StoreLayout, pending: PendingInput) -> Revision:
     data = pending.read()
     digest, _ = put_blob(layout, data)
     src = pending.source
+    arrived = src.arrived_at or (pending.location.arrived_at() if pending.location is not None else None)
     return Revision(
         revision_id=revision_id_for(src.source_id, digest), source_id=src.source_id,
         doc_id=src.doc_id, uri=src.uri, corpus=src.corpus, date=src.date, title=src.title,
@@ -306,6 +314,7 @@ def acquire_one(layout: StoreLayout, pending: PendingInput) -> Revision:
         media_type=src.declared_media_type or "application/octet-stream",
         acquired_at=datetime.now(timezone.utc),
         metadata_json=json.dumps(src.metadata, ensure_ascii=False, sort_keys=True),
+        valid_from=src.valid_from, valid_to=src.valid_to, arrived_at=arrived,
     )
 
 

@@ -9,6 +9,16 @@ from schemas.generation import Quarantined, Screened
 from schemas.lineage import Revision
 from tasks.task_wrapper import as_task
 
+# What a sidecar or an export says about a document besides its bytes. Same bytes described
+# differently (an embargo added, groups narrowed) must reach the served chunks, so such a
+# revision is reprocessed (parse and vectors come from the caches, by revision).
+DESCRIPTION_FIELDS = ("corpus", "date", "title", "tenant", "groups", "valid_from", "valid_to",
+                      "metadata_json")
+
+
+def described_differently(new: Revision, old: Revision) -> bool:
+    return any(getattr(new, f) != getattr(old, f) for f in DESCRIPTION_FIELDS)
+
 
 @dataclass
 class RunPlan:
@@ -32,11 +42,14 @@ class RunPlan:
 def classify(accepted: list[Revision], base_sources: pa.Table, base_revisions: list[Revision],
              base_space_id: str | None, space_id: str) -> RunPlan:
     current = dict(zip(base_sources["source_id"].to_pylist(), base_sources["current_revision_id"].to_pylist()))
+    described = {r.revision_id: r for r in base_revisions}
     plan = RunPlan()
     for rev in accepted:
         if rev.source_id not in current:
             plan.added.append(rev)
         elif current[rev.source_id] != rev.revision_id:
+            plan.changed.append(rev)
+        elif rev.revision_id in described and described_differently(rev, described[rev.revision_id]):
             plan.changed.append(rev)
         else:
             plan.unchanged.append(rev)

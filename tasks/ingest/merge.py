@@ -117,6 +117,7 @@ def chunks_table(chunks: list[Chunk], revisions: dict[str, Revision]) -> pa.Tabl
             "groups": r.groups, "ordinal": c.ordinal, "text": c.text, "n_tokens": c.n_tokens,
             "char_start": c.char_start, "char_end": c.char_end, "page_start": c.page_start,
             "page_end": c.page_end, "spans_json": spans_to_json(c.spans), "segmenter": c.segmenter,
+            "valid_from": r.valid_from, "valid_to": r.valid_to,
         })
     return pa.Table.from_pylist(rows, schema=CHUNK_SCHEMA)
 

@@ -1,8 +1,9 @@
 """Sidecar: per-file metadata for a folder, from `sidecar.json` (a list of objects) or `sidecar.csv`.
 
 Keys: `file` (path relative to the folder, required), `doc_id`, `corpus`, `date` (YYYY-MM-DD),
-`title`, `tenant`, `groups` (a list in JSON; separated by ";" in CSV). Other keys are kept as
-metadata. A row that is wrong refuses its file — the file's access metadata cannot be trusted,
+`title`, `tenant`, `groups` (a list in JSON; separated by ";" in CSV), `valid_from` / `valid_to`
+(ISO 8601 date or time: an embargo until, a withdrawal at; see schemas.validity). Other keys are
+kept as metadata. A row that is wrong refuses its file — the file's access metadata cannot be trusted,
 so it must not be published with the defaults — and a sidecar that cannot be read refuses every
 file of the folder, for the same reason. The folder may be local or an s3:// prefix (a `Location`);
 a sidecar that cannot be fetched counts as unreadable.
@@ -22,13 +23,15 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import date as date_type
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from schemas.validity import InvalidInstant, parse_interval
 from tasks.store.location import Location, open_location
 
 SIDECAR_NAMES = ("sidecar.json", "sidecar.csv")
-KNOWN_KEYS = {"file", "doc_id", "corpus", "date", "title", "tenant", "groups"}
+KNOWN_KEYS = {"file", "doc_id", "corpus", "date", "title", "tenant", "groups", "valid_from", "valid_to"}
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -46,6 +49,8 @@ class SidecarEntry:
     tenant: str | None = None
     groups: tuple[str, ...] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 @dataclass
@@ -96,11 +101,16 @@ def entry_from_row(row: dict[str, Any]) -> SidecarEntry:
             date_type.fromisoformat(date)
         except ValueError:
             raise ValueError(f"date {date!r} is not a calendar date") from None
+    try:
+        valid_from, valid_to = parse_interval(row.get("valid_from"), row.get("valid_to"))
+    except InvalidInstant as exc:
+        raise ValueError(str(exc)) from None
     return SidecarEntry(
         file=_relative_file(row.get("file")), doc_id=_optional_str(row, "doc_id"),
         corpus=_optional_str(row, "corpus"), date=date, title=_optional_str(row, "title"),
         tenant=_optional_str(row, "tenant"), groups=_groups(row.get("groups")),
         metadata={k: v for k, v in row.items() if k not in KNOWN_KEYS and v not in (None, "")},
+        valid_from=valid_from, valid_to=valid_to,
     )
 
 

@@ -53,6 +53,7 @@ def default_suite(policy: ValidationPolicy) -> list[ExpectationSpec]:
         ExpectationSpec("chunks", "ExpectColumnValuesToBeBetween", {"column": "text_chars", "min_value": 1}),
         ExpectationSpec("chunks", "ExpectColumnValuesToBeInSet", {"column": "span_ok", "value_set": [True]}),
         ExpectationSpec("chunks", "ExpectColumnValuesToBeInSet", {"column": "date_ok", "value_set": [True]}),
+        ExpectationSpec("chunks", "ExpectColumnValuesToBeInSet", {"column": "interval_ok", "value_set": [True]}),
         ExpectationSpec("chunks", "ExpectColumnValuesToNotBeNull", {"column": "tenant"}),
         ExpectationSpec("chunks", "ExpectColumnValuesToBeBetween", {"column": "n_groups", "min_value": 1}),
         ExpectationSpec("vectors", "ExpectColumnValuesToBeUnique", {"column": "chunk_id"}),
@@ -72,6 +73,10 @@ def chunk_frame(chunks: pa.Table, page_lengths: dict[tuple[str, int], int] | Non
         (df["page_start"] >= 1) & (df["page_end"] >= df["page_start"])
     dates = pd.to_datetime(df["date"], format="%Y-%m-%d", errors="coerce")
     df["date_ok"] = df["date"].isna() | dates.notna()
+    # a validity interval, where one is given, is not empty (absent bounds are open)
+    start, end = (chunks[c] if c in chunks.schema.names else pa.nulls(chunks.num_rows, pa.timestamp("us", tz="UTC"))
+                  for c in ("valid_from", "valid_to"))
+    df["interval_ok"] = pc.fill_null(pc.less(start, end), True).to_numpy(zero_copy_only=False)
     return df
 
 

@@ -1,11 +1,12 @@
-"""The generations of a home as an operator reads them: which serves, which served before, which
-were never served, which gc removed, and what each holds now (a purge of deleted documents
-changes that after publication; the manifest itself is never rewritten)."""
+"""The generations of a home as an operator reads them: which serves, which a canary serves to
+some groups, which served before, which were never served, which gc removed, and what each holds
+now (a purge of deleted documents changes that after publication; the manifest itself is never
+rewritten)."""
 from __future__ import annotations
 
 import yaml
 
-from schemas.generation import Counts, GenerationStatus, RoutingRecord
+from schemas.generation import SWITCH_ACTIONS, Counts, GenerationStatus, RoutingRecord
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import has_lineage, read_lineage_table
 from tasks.store.manifests import list_generations, read_manifest
@@ -31,18 +32,20 @@ def current_counts(layout: StoreLayout, generation: str, published: Counts) -> C
 
 
 def served_generations(routing: RoutingRecord) -> set[str]:
-    return {e.to_generation for e in routing.history} | {e.from_generation for e in routing.history
-                                                         if e.from_generation}
+    """Generations that served everyone at some point (a canary or a gate event serves nobody new)."""
+    switches = [e for e in routing.history if e.action in SWITCH_ACTIONS]
+    return {e.to_generation for e in switches} | {e.from_generation for e in switches if e.from_generation}
 
 
 def generation_statuses(layout: StoreLayout) -> list[GenerationStatus]:
     routing = read_routing(layout)
     served = served_generations(routing)
+    canaries = {c.generation for c in routing.canaries}  # served to some groups only
     out = []
     for gen in list_generations(layout):
         m = read_manifest(layout, gen)
         kept = gen not in routing.retired and has_lineage(layout, gen)
-        status = ("serving" if gen == routing.serving else
+        status = ("serving" if gen == routing.serving else "canary" if gen in canaries else
                   "retired" if gen in served or not kept else "staged")
         purged = purged_sources(layout, gen)
         counts, at_publish = m.counts, None

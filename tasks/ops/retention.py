@@ -59,7 +59,8 @@ def plan_retention(layout: StoreLayout, keep_last: int) -> tuple[list[str], list
     routing = read_routing(layout)
     live = retained_generations(layout)
     keep = set(live[-keep_last:] if keep_last > 0 else [])
-    keep |= {g for g in live if g == routing.serving or g in routing.pinned}
+    canaries = {c.generation for c in routing.canaries}
+    keep |= {g for g in live if g == routing.serving or g in routing.pinned or g in canaries}
     return [g for g in live if g in keep], [g for g in live if g not in keep]
 
 
@@ -178,12 +179,18 @@ def due_for_purge(layout: StoreLayout, window: timedelta) -> set[str]:
             if t.purged_at is None and t.at + window <= now}
 
 
+def remove_generation_data(layout: StoreLayout, generation: str) -> None:
+    """Its Lance tag, lineage and indexes (the manifest stays, as the record of what it was);
+    blobs and caches go with the next `remove_unreferenced_state`. Caller holds the lock."""
+    delete_generation_tag(layout, generation)
+    layout.lineage_dir(generation).remove_tree()
+    layout.index_dir(generation).remove_tree()
+
+
 def collect_garbage(layout: StoreLayout, keep_last: int, deletion_window: timedelta) -> GcReport:
     kept, retire = plan_retention(layout, keep_last)
     for gen in retire:
-        delete_generation_tag(layout, gen)
-        layout.lineage_dir(gen).remove_tree()
-        layout.index_dir(gen).remove_tree()
+        remove_generation_data(layout, gen)
     if retire:
         update_routing(layout, retired=[*read_routing(layout).retired, *retire])
     due = due_for_purge(layout, deletion_window)

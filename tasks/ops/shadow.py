@@ -10,47 +10,13 @@ import statistics
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, Field
-
+from schemas.release import ShadowByType, ShadowQuestion, ShadowReport, ShadowRow  # noqa: F401 (re-exported)
 from schemas.retrieval import Principal
 from schemas.settings import MabillonSettings
 from tasks.eval.systems import Baseline
 from tasks.query.retriever import Retriever
 from tasks.store.layout import StoreLayout
 from tasks.store.routing import read_routing
-
-
-class ShadowQuestion(BaseModel):
-    question: str
-    question_id: str | None = None
-    gold_ids: list[str] = Field(default_factory=list)
-
-
-class ShadowRow(BaseModel):
-    question_id: str
-    staged: list[str]
-    serving: list[str]
-    overlap: float  # |top-k ∩ top-k| / k
-    recall_staged: float | None
-    recall_serving: float | None
-    latency_staged_s: float
-    latency_serving_s: float
-
-
-class ShadowReport(BaseModel):
-    staged: str
-    serving: str
-    system: str
-    k: int
-    n: int
-    recall_staged: float | None
-    recall_serving: float | None
-    mean_overlap: float
-    latency_staged_median_s: float
-    latency_serving_median_s: float
-    latency_staged_p95_s: float
-    latency_serving_p95_s: float
-    rows: list[ShadowRow]
 
 
 def load_shadow_questions(path: Path) -> list[ShadowQuestion]:
@@ -79,31 +45,51 @@ def shadow_compare(settings: MabillonSettings, principal: Principal, staged: str
     sides = {"staged": Retriever.open(settings, principal, staged),
              "serving": Retriever.open(settings, principal, serving)}
     runner = Baseline(name=system, depth=max(k, 50))
+    # Latency compares steady state: each side loads its index on an untimed first question,
+    # and query vectors (shared by sides of one embedding space) are embedded before timing.
+    for retriever in sides.values():
+        retriever.prime([q.question for q in questions])
+        if questions:
+            runner.answer(retriever, questions[0].question)
     rows = []
-    for q in questions:
+    for n, q in enumerate(questions):
         ranked, latency = {}, {}
-        for side, retriever in sides.items():
+        order = list(sides.items()) if n % 2 == 0 else list(reversed(sides.items()))
+        for side, retriever in order:
             t0 = time.perf_counter()
             ranked[side] = runner.answer(retriever, q.question).ranked[:k]
             latency[side] = time.perf_counter() - t0
         rows.append(ShadowRow(
-            question_id=q.question_id or "", staged=ranked["staged"], serving=ranked["serving"],
+            question_id=q.question_id or "", question_type=q.question_type,
+            staged=ranked["staged"], serving=ranked["serving"],
             overlap=len(set(ranked["staged"]) & set(ranked["serving"])) / k,
             recall_staged=_recall(ranked["staged"], q.gold_ids, k),
             recall_serving=_recall(ranked["serving"], q.gold_ids, k),
             latency_staged_s=latency["staged"], latency_serving_s=latency["serving"]))
 
-    def mean_of(values):
-        vals = [v for v in values if v is not None]
-        return sum(vals) / len(vals) if vals else None
-
     return ShadowReport(
         staged=staged, serving=serving, system=system, k=k, n=len(rows),
-        recall_staged=mean_of(r.recall_staged for r in rows),
-        recall_serving=mean_of(r.recall_serving for r in rows),
-        mean_overlap=mean_of(r.overlap for r in rows) or 0.0,
+        recall_staged=_mean(r.recall_staged for r in rows),
+        recall_serving=_mean(r.recall_serving for r in rows),
+        mean_overlap=_mean(r.overlap for r in rows) or 0.0,
         latency_staged_median_s=statistics.median(r.latency_staged_s for r in rows) if rows else 0.0,
         latency_serving_median_s=statistics.median(r.latency_serving_s for r in rows) if rows else 0.0,
         latency_staged_p95_s=_p95([r.latency_staged_s for r in rows]) if rows else 0.0,
         latency_serving_p95_s=_p95([r.latency_serving_s for r in rows]) if rows else 0.0,
-        rows=rows)
+        rows=rows, by_type=by_type(rows))
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def by_type(rows: list[ShadowRow]) -> list[ShadowByType]:
+    """Recall and overlap per question type (questions without one count as "untyped")."""
+    groups: dict[str, list[ShadowRow]] = {}
+    for r in rows:
+        groups.setdefault(r.question_type or "untyped", []).append(r)
+    return [ShadowByType(question_type=t, n=len(rs), recall_staged=_mean(r.recall_staged for r in rs),
+                         recall_serving=_mean(r.recall_serving for r in rs),
+                         mean_overlap=_mean(r.overlap for r in rs) or 0.0)
+            for t, rs in sorted(groups.items())]

@@ -5,7 +5,7 @@ loads the encoder recorded in the generation's manifest, so index and encoder sw
 """
 from __future__ import annotations
 
-from schemas.generation import RoutingRecord
+from schemas.generation import SWITCH_ACTIONS, RoutingRecord
 from tasks.store.integrity import verify_generation
 from tasks.store.layout import StoreLayout
 from tasks.store.lance_store import tagged_generations
@@ -32,20 +32,21 @@ def check_servable(layout: StoreLayout, generation: str, routing: RoutingRecord)
     verify_generation(layout, generation)  # CorruptGeneration: the serving one stays
 
 
-def promote(layout: StoreLayout, generation: str, actor: str, reason: str = "") -> RoutingRecord:
+def promote(layout: StoreLayout, generation: str, actor: str, reason: str = "",
+            flow_run_id: str | None = None) -> RoutingRecord:
     """The caller holds the release lock (tasks.store.serialise)."""
     routing = read_routing(layout)
     check_servable(layout, generation, routing)
     if routing.serving == generation:
         return routing
     manifest = read_manifest(layout, generation)
-    return switch_routing(layout, generation, manifest.space_id, "promote", actor, reason)
+    return switch_routing(layout, generation, manifest.space_id, "promote", actor, reason, flow_run_id)
 
 
 def previously_serving(routing: RoutingRecord) -> str | None:
     """The generation that served before the current one (what `rollback` returns to)."""
     for event in reversed(routing.history):
-        if event.to_generation == routing.serving and event.from_generation:
+        if event.action in SWITCH_ACTIONS and event.to_generation == routing.serving and event.from_generation:
             return event.from_generation
     return None
 

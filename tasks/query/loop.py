@@ -235,7 +235,8 @@ def evidence_package(ctx: QuestionContext, run: SubQuestionsRun, ranking: Rankin
         rejected=sorted({c for st in states for c in st.rejected}),
         rejected_docs=sorted(rejected_docs), retrieved=retrieved, plan=run.executed,
         briefings=ctx.briefings, flags=_flags(ctx, run, ranking), cost=_cost(ctx, started),
-        judge=_judge(ctx.provider))
+        judge=_judge(ctx.provider), route=getattr(ctx.backend, "route", None),
+        as_of=getattr(ctx.backend, "as_of", None))
 
 
 def _flags(ctx: QuestionContext, run: SubQuestionsRun, ranking: Ranking) -> list[str]:
@@ -302,7 +303,7 @@ def query_record(ctx: QuestionContext, run: SubQuestionsRun, ranking: Ranking,
         plan_calls=run.plan_calls, sub_questions=run.executed, warm_starts=run.warm_records,
         steps=[s for st in run.states for s in st.steps], calls=[*run.calls, *ranking.calls],
         briefings=ctx.briefings, final=ranking.final, flags=package.flags, cost=package.cost,
-        documents=package.documents)
+        documents=package.documents, route=package.route, as_of=package.as_of)
 
 
 def _principal(given: Principal | dict[str, Any] | None, backend: SearchBackend) -> Principal | None:

@@ -5,6 +5,12 @@ from __future__ import annotations
 from schemas.query import EvidenceDocument, EvidencePackage
 
 
+def route_note(p: EvidencePackage) -> str:
+    """How the generation was chosen, when it is not everyone's, and the query time if named."""
+    route = f" ({p.route} route)" if p.route and p.route != "serving" else ""
+    return route + (f" as of {p.as_of.isoformat()}" if p.as_of else "")
+
+
 def _ranks(d: EvidenceDocument) -> str:
     r = d.ranks
     parts = [f"{k} {v}" for k, v in (("bm25", r.bm25), ("dense", r.dense),
@@ -27,7 +33,7 @@ def _snippet(d: EvidenceDocument, chars: int = 220) -> str:
 
 def render_text(p: EvidencePackage, limit: int = 10) -> str:
     lines = [f"Q: {p.question}",
-             f"generation {p.generation} · provider {p.provider} ({p.model}) · "
+             f"generation {p.generation}{route_note(p)} · provider {p.provider} ({p.model}) · "
              f"{len(p.accepted)} accepted · {p.cost.llm_calls} calls · "
              f"{p.cost.total_s:.2f}s (model {p.cost.model_s:.2f}s, framework {p.cost.framework_s:.2f}s)"]
     if p.flags:

@@ -103,3 +103,10 @@ def require_operator(principal: Principal) -> Principal:
     if not principal.is_operator:
         raise AccessDenied("this action needs an operator's access token")
     return principal
+
+
+def list_principals(settings: MabillonSettings) -> list[Principal]:
+    """Every principal that grants something: the default one and each valid entry."""
+    table = _read_table(principals_path(settings))
+    found = [_principal(name, entry) for name, entry in sorted(table.items())]
+    return [default_principal(settings), *(p for p in found if p is not None)]

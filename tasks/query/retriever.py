@@ -2,8 +2,9 @@
 
 Open once per (generation, principal) and call the channels: BM25, dense, date range, exact
 substring (chunk level), their document max-pools, the temporal channel, and the warm start
-that fuses them. The allowed set is computed at open time (`authorize.allowed_set`) and applied
-*before* scoring in every channel; nothing outside it is ever scored, returned or fetched.
+that fuses them. The allowed set (`authorize.allowed_set`: who and what fixed at open time,
+when — the validity interval at the query time — at each search) is applied *before* scoring in
+every channel; nothing outside it is ever scored, returned or fetched.
 
 Memory is bounded: the retriever holds the generation's compact row metadata (`view`) and the
 lexical index's term table; postings are read from disk per query term, vectors are searched
@@ -16,6 +17,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -55,8 +57,10 @@ class Retriever:
                  dense_plan: dense_mod.DensePlan = dense_mod.DensePlan(),
                  contract: IndexContract | None = None,
                  index_settings: IndexSettings | None = None,
-                 index_flags: Iterable[str] = ()):
+                 index_flags: Iterable[str] = (), as_of: datetime | None = None,
+                 route: str = "requested"):
         self.generation = generation
+        self.route = route  # serving | canary | requested: how this generation was chosen
         self.space_id = space_id
         self.principal = principal
         self.params = retrieval
@@ -71,20 +75,24 @@ class Retriever:
         self.dense_plan = dense_plan
         # What the evidence package must say about how this generation was searched.
         self.index_flags: list[str] = list(index_flags)
-        allowed = allowed_set(view, principal, excluded_doc_ids)
-        self._allowed, self._where = allowed.mask, allowed.where
-        self._n_allowed = allowed.count
+        # who (tenant, groups), what (tombstones) and when (validity at the query time)
+        self._access = allowed_set(view, principal, excluded_doc_ids, as_of)
         self._first = first_rows(view)
         self._lexical: PostingsIndex | None = None
-        self._stats: tuple[int, float] | None = None
+        # BM25 statistics of the allowed set, for the mask they were computed on (the mask moves
+        # when a validity bound passes, and a hidden chunk must not weigh on any score)
+        self._stats: tuple[np.ndarray, tuple[int, float]] | None = None
         self._lock = threading.Lock()  # lazy index loads happen once under concurrent queries
         log.info("retriever %s for %s: %d of %d chunks allowed", generation,
-                 principal.principal_id, self._n_allowed, len(view))
+                 principal.principal_id, self._access.count, len(view))
 
     @classmethod
     def open(cls, settings: MabillonSettings, principal: Principal, generation: str | None = None,
-             excluded_doc_ids: Iterable[str] | None = None) -> "Retriever":
-        """Open the serving generation (or `generation`) for `principal`.
+             excluded_doc_ids: Iterable[str] | None = None,
+             as_of: str | datetime | None = None) -> "Retriever":
+        """Open the generation routed to `principal` (a canary's, or the serving one), or
+        `generation`, as it stood at `as_of` (default: at each search); an unreadable `as_of`
+        is refused (InvalidAsOf) before anything is read.
 
         `excluded_doc_ids` defaults to the tombstone list, which lives outside any generation
         and so applies to whichever one is opened (a rollback cannot resurrect a deletion).
@@ -97,10 +105,13 @@ class Retriever:
         from tasks.store.lance_store import open_generation_table
         from tasks.store.layout import StoreLayout
         from tasks.store.manifests import read_manifest
+        from tasks.query.validity import resolve_as_of
         from tasks.store.routing import read_routing
 
+        at = resolve_as_of(as_of, principal)  # before anything is read: a bad one changes nothing
         layout = StoreLayout.from_settings(settings)
-        gen = generation or read_routing(layout).serving
+        routed = None if generation else read_routing(layout).route_for(principal.groups)
+        gen = generation or (routed.generation if routed else None)
         if gen is None:
             raise NoServingGeneration(f"no generation serves under {layout.manifests}; "
                                       "run `mabillon ingest` first")
@@ -132,12 +143,24 @@ class Retriever:
                    principal=principal, retrieval=settings.retrieval,
                    index_dir=layout.index_dir(gen), excluded_doc_ids=excluded_doc_ids,
                    dense_plan=plan, contract=manifest.indexes, index_settings=settings.index,
-                   index_flags=flags)
+                   index_flags=flags, as_of=at, route=routed.route if routed else "requested")
 
     # shared ---------------------------------------------------------------------------------
     @property
     def view(self) -> GenerationView:
         return self._view
+
+    @property
+    def _allowed(self) -> np.ndarray:
+        return self._access.mask
+
+    @property
+    def _where(self) -> str:
+        return self._access.where
+
+    @property
+    def as_of(self) -> datetime | None:
+        return self._access.as_of
 
     @property
     def allowed(self) -> np.ndarray:
@@ -175,15 +198,20 @@ class Retriever:
         with self._lock:
             if self._lexical is None:
                 self._lexical = _lexical_index(self, self.params.stem, self.params.char_ngrams)
-                self._stats = self._lexical.statistics(self._allowed)
         return self._lexical
+
+    def _statistics(self, index: PostingsIndex, mask: np.ndarray) -> tuple[int, float]:
+        with self._lock:
+            if self._stats is None or self._stats[0] is not mask:
+                self._stats = (mask, index.statistics(mask))
+            return self._stats[1]
 
     def bm25_scores(self, query: str) -> np.ndarray:
         """BM25 of every row (0 outside the allowed set), statistics of the allowed set."""
         terms = analyze(query, stem=self.params.stem, ngrams=self.params.char_ngrams)
-        index = self.lexical()
-        return index.scores(terms, self._allowed, self.params.bm25_k1, self.params.bm25_b,
-                            stats=self._stats)
+        index, mask = self.lexical(), self._allowed
+        return index.scores(terms, mask, self.params.bm25_k1, self.params.bm25_b,
+                            stats=self._statistics(index, mask))
 
     def _dense_rows(self, query: str, limit: int, mask: np.ndarray, corpus: str | None,
                     date_from: str | None, date_to: str | None) -> tuple[np.ndarray, np.ndarray]:

@@ -4,7 +4,7 @@ The view holds what masks and rankings need — document, corpus, date, position
 class of each row, as small integer codes, and the chunk ids as one Arrow array — never the
 texts, spans or vectors. Text and spans are fetched from the generation's Lance version for
 the rows a channel returns, and only for those (`fetch`). About 30 bytes a row plus the chunk
-id: a million chunks is ~70 MB.
+id: a million chunks is ~70 MB (16 bytes a row more where validity intervals are present).
 """
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.retrieval import ChunkHit, DocHit
+from tasks.query.validity import ValidityWindow
 
 META_COLUMNS = ["chunk_id", "doc_id", "corpus", "date", "tenant", "groups", "ordinal"]
+VALIDITY_COLUMNS = ["valid_from", "valid_to"]  # absent from generations published before them
 HIT_COLUMNS = ["text", "char_start", "char_end", "page_start"]
 
 NO_DAY = np.iinfo(np.int32).min  # a missing or unparseable date
@@ -81,6 +83,7 @@ class GenerationView:
     access_classes: list[AccessClass]
     fetch: Fetch
     row_ids: np.ndarray | None = None  # sorted Lance _rowid of each row (dense results map back)
+    validity: ValidityWindow | None = None  # each row's validity interval (the time rule)
 
     @classmethod
     def from_table(cls, table: pa.Table, fetch: Fetch | None = None,
@@ -102,13 +105,15 @@ class GenerationView:
                    corpus_names=corpus_names, date_codes=date_codes, date_values=date_values,
                    days=days, ordinal=table.column("ordinal").to_numpy(zero_copy_only=False).astype(np.int32),
                    access_codes=access_codes, access_classes=access_classes, fetch=fetch,
-                   row_ids=row_ids)
+                   row_ids=row_ids, validity=ValidityWindow.of(table))
 
     @classmethod
     def from_lance(cls, lance_table) -> "GenerationView":
         """Scan only the metadata columns of the checked-out version; texts stay in Lance."""
         dataset = lance_table.to_lance()
-        meta = dataset.to_table(columns=META_COLUMNS, with_row_id=True)
+        stored = set(dataset.schema.names)
+        columns = META_COLUMNS + [c for c in VALIDITY_COLUMNS if c in stored]
+        meta = dataset.to_table(columns=columns, with_row_id=True)
         row_ids = meta.column("_rowid").to_numpy().astype(np.uint64)
 
         def fetch(rows, columns):

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.generation import GenerationManifest
+from tasks.query.validity import ValidityWindow
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_lineage_table, read_revision_rows
 from tasks.store.manifests import read_manifest
@@ -89,7 +90,8 @@ class Catalog:
     revisions: dict[str, RevisionInfo]  # current revisions only
     current: dict[str, str]  # doc_id → current revision_id
     pages: dict[str, list[PageInfo]]  # revision_id → pages in order
-    access: pa.Table  # revision_id, doc_id, tenant, groups: the input of the access policy
+    access: pa.Table  # revision_id, doc_id, tenant, groups, valid_from, valid_to: the access input
+    validity: ValidityWindow  # each current revision's validity interval (the time rule)
     _layout: StoreLayout = field(repr=False)
     _chunks: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _elements: OrderedDict = field(default_factory=OrderedDict, repr=False)
@@ -119,10 +121,10 @@ class Catalog:
                 dpi=int(p["dpi"]) if p["dpi"] is not None else None, rotation=p["rotation"],
                 ocr_confidence=p["ocr_confidence"], raw_text=p["raw_text"] or "", offset=offset,
                 empty_reason=p["empty_reason"]))
+        access = revs.select(["revision_id", "doc_id", "tenant", "groups", "valid_from", "valid_to"])
         return cls(generation=generation, manifest=read_manifest(layout, generation),
                    revisions=revisions, current={r.doc_id: r.revision_id for r in revisions.values()},
-                   pages=pages, access=revs.select(["revision_id", "doc_id", "tenant", "groups"]),
-                   _layout=layout)
+                   pages=pages, access=access, validity=ValidityWindow.of(access), _layout=layout)
 
     def page(self, revision_id: str, page_no: int) -> PageInfo | None:
         return next((p for p in self.pages.get(revision_id, []) if p.page_no == page_no), None)

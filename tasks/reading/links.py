@@ -5,33 +5,48 @@ Prefect artifacts link here too (flows/artifacts/links.py), through `settings.re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote
-
+from datetime import datetime
+from urllib.parse import quote, urlencode
 
 
 @dataclass(frozen=True)
 class Links:
+    """Addresses of the reading room; with `as_of`, addresses of what it showed at that time.
+
+    A page keeps its time as `?as_of=`; an IIIF resource keeps it in its path
+    (`/at/<as_of>/iiif/...`), because a IIIF client builds image addresses by appending to a
+    service id and would drop or mangle a query string.
+    """
     base: str  # e.g. http://127.0.0.1:4300, without a trailing slash
+    as_of: str | None = None  # ISO 8601, as the request or the query record named it
 
     @classmethod
-    def at(cls, base: str) -> "Links":
-        return cls(base.rstrip("/"))
+    def at(cls, base: str, as_of: datetime | str | None = None) -> "Links":
+        when = as_of.isoformat() if isinstance(as_of, datetime) else (as_of or None)
+        return cls(base.rstrip("/"), when)
+
+    @property
+    def iiif(self) -> str:
+        return f"{self.base}/at/{quote(self.as_of, safe='')}" if self.as_of else self.base
+
+    def _timed(self, url: str) -> str:
+        return f"{url}?{urlencode({'as_of': self.as_of})}" if self.as_of else url
 
     def image_id(self, revision_id: str, page_no: int) -> str:
         return f"{revision_id}-p{page_no:04d}"
 
     def image_service(self, revision_id: str, page_no: int) -> str:
-        return f"{self.base}/iiif/3/{self.image_id(revision_id, page_no)}"
+        return f"{self.iiif}/iiif/3/{self.image_id(revision_id, page_no)}"
 
     def image(self, revision_id: str, page_no: int, region: str = "full", size: str = "max",
               fmt: str = "jpg") -> str:
         return f"{self.image_service(revision_id, page_no)}/{region}/{size}/0/default.{fmt}"
 
     def manifest(self, revision_id: str) -> str:
-        return f"{self.base}/iiif/manifest/{revision_id}"
+        return f"{self.iiif}/iiif/manifest/{revision_id}"
 
     def query_manifest(self, query_id: str) -> str:
-        return f"{self.base}/iiif/query/{query_id}/manifest"
+        return f"{self.iiif}/iiif/query/{query_id}/manifest"
 
     def canvas(self, revision_id: str, page_no: int) -> str:
         return f"{self.base}/iiif/canvas/{revision_id}/p{page_no}"
@@ -40,8 +55,8 @@ class Links:
         return f"{self.base}/iiif/annotations/{owner}/{name}"
 
     def document(self, doc_id: str) -> str:
-        return f"{self.base}/documents/{quote(doc_id, safe='/')}"
+        return self._timed(f"{self.base}/documents/{quote(doc_id, safe='/')}")
 
     def evidence(self, query_id: str, rank: int | None = None) -> str:
-        return f"{self.base}/queries/{query_id}" + (f"#doc-{rank}" if rank is not None else "")
+        return self._timed(f"{self.base}/queries/{query_id}") + (f"#doc-{rank}" if rank is not None else "")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from schemas.query import QueryRecord
 from schemas.retrieval import Principal
@@ -65,15 +66,15 @@ class ReadingRoom:
         self._last_state: tuple | None = None
 
     # access -------------------------------------------------------------------------------------
-    def visible(self, principal: Principal) -> Visible:
-        snapshot = self.state.snapshot()
-        if self._last_state != (snapshot.generation, snapshot.tombstones):
-            # a deletion or a switch: cached pixels of what no longer serves are dropped
-            self._last_state = (snapshot.generation, snapshot.tombstones)
-            keep = set(snapshot.catalog.revisions) if snapshot.catalog else set()
-            tombstoned = {r for r in keep if snapshot.catalog.revisions[r].doc_id in snapshot.tombstones}
-            self.renderer.forget(keep - tombstoned)
-        return Visible(snapshot, snapshot.visible(principal), principal)
+    def visible(self, principal: Principal, as_of: datetime | None = None) -> Visible:
+        """What the viewer may see in the generation routed to them, now or at `as_of` (already
+        resolved and allowed: tasks.query.validity.resolve_as_of)."""
+        snapshot = self.state.snapshot(principal)
+        if self._last_state != self.state.version():
+            # a deletion or a switch: cached pixels of what no route serves any more are dropped
+            self._last_state = self.state.version()
+            self.renderer.forget(self.state.live_revisions())
+        return Visible(snapshot, snapshot.visible(principal, as_of), principal)
 
     def page_source(self, view: Visible, revision: RevisionInfo, page_no: int) -> PageSource | None:
         partner = None
@@ -94,17 +95,18 @@ class ReadingRoom:
 
     # IIIF Image API ---------------------------------------------------------------------------
     def image(self, principal: Principal, image_id: str, region: str, size: str, rotation: str,
-              quality_format: str) -> tuple[bytes, str]:
+              quality_format: str, as_of: datetime | None = None) -> tuple[bytes, str]:
         """Encoded pixels and their media type. Authorization comes first, so a request for what
         the viewer may not see is NotFound whatever its parameters; then ImageRequestError (400,
         501) for a request this image cannot answer."""
-        source, canvas = self.image_page(self.visible(principal), image_id)
+        source, canvas = self.image_page(self.visible(principal, as_of), image_id)
         request = parse_image_request(region, size, rotation, quality_format, canvas.width,
                                       canvas.height, self.settings.reading_room.max_pixels)
         return self.renderer.response(source, canvas, request), request.media_type
 
-    def info(self, principal: Principal, image_id: str, service_id: str) -> dict:
-        _, canvas = self.image_page(self.visible(principal), image_id)
+    def info(self, principal: Principal, image_id: str, service_id: str,
+             as_of: datetime | None = None) -> dict:
+        _, canvas = self.image_page(self.visible(principal, as_of), image_id)
         max_pixels = self.settings.reading_room.max_pixels
         info = {
             "@context": "http://iiif.io/api/image/3/context.json",

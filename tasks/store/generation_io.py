@@ -12,7 +12,8 @@ from tasks.store.manifests import read_manifest
 
 
 def read_generation(layout: StoreLayout, generation: str) -> tuple[GenerationManifest, dict[str, pa.Table], np.ndarray]:
-    """Manifest, lineage tables, and vectors row-aligned with the lineage chunks table."""
+    """Manifest, lineage tables (in today's shape, whatever version wrote them), and vectors
+    row-aligned with the lineage chunks table."""
     manifest = read_manifest(layout, generation)
     tables = {name: read_lineage_table(layout, generation, name) for name in LINEAGE_TABLES}
     served = open_generation_table(layout, generation).to_arrow().select(["chunk_id", "vector"])

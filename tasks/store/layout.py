@@ -90,6 +90,11 @@ class StoreLayout:
     def queries(self) -> Path:
         return self.manifests / "queries"
 
+    @property
+    def releases(self) -> Path:
+        """Release records: one YAML document per decision on a generation."""
+        return self.manifests / "releases"
+
     def ensure(self) -> "StoreLayout":
         for loc in (self.blobs, self.lance, self.lineage_root, self.caches):
             loc.mkdir()

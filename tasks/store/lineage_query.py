@@ -35,7 +35,8 @@ def document_lineage(layout: StoreLayout, generation: str, doc_id: str) -> dict:
         raise KeyError(f"no document {doc_id!r} in generation {generation}")
     src = source[0]
     revisions = _rows(con.execute(
-        "SELECT revision_id, digest, media_type, size, uri, date, acquired_at, is_current "
+        "SELECT revision_id, digest, media_type, size, uri, date, acquired_at, is_current, "
+        "valid_from, valid_to, arrived_at "
         "FROM revisions WHERE source_id = ? ORDER BY acquired_at", [src["source_id"]]))
     pages = _rows(con.execute(
         "SELECT page_no, parser, parser_version, ocr_confidence, width, height, dpi, rotation, "
@@ -52,7 +53,8 @@ def document_lineage(layout: StoreLayout, generation: str, doc_id: str) -> dict:
         c["bbox"] = next((s["bbox"] for s in spans if s["bbox"]), None)
         c["spans"] = spans
     for r in revisions:
-        r["acquired_at"] = str(r["acquired_at"])
+        for key in ("acquired_at", "valid_from", "valid_to", "arrived_at"):
+            r[key] = str(r[key]) if r[key] is not None else None
         r["blob"] = str(layout.blob_path(r["digest"]))
     return {"generation": generation, "source": src, "revisions": revisions, "pages": pages,
             "chunks": chunks}

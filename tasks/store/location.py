@@ -11,6 +11,7 @@ import functools
 import io
 import os
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -70,6 +71,16 @@ class Location:
 
     def is_file(self) -> bool:
         return self.fs.get_file_info(self.path).type == pafs.FileType.File
+
+    def arrived_at(self) -> datetime | None:
+        """When the file came to be here: on a local disk the later of its modification and
+        status-change times (a move or copy into a folder sets the latter), on S3 the upload
+        time. None when the store cannot say."""
+        if self.is_local:
+            st = os.stat(self.path)
+            return datetime.fromtimestamp(max(st.st_mtime, st.st_ctime), timezone.utc)
+        mtime = self.fs.get_file_info(self.path).mtime
+        return mtime.astimezone(timezone.utc) if mtime is not None else None
 
     def read_bytes(self) -> bytes:
         try:

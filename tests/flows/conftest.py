@@ -6,6 +6,7 @@ every client here sends the auth string, and a client without it is refused.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -28,7 +29,10 @@ TENANT_B_RECORD = {
     "doc_id": "tenant-b-note-1887-03-03", "corpus": "notes_privees", "date": "1887-03-03",
     "text": f"Note {TENANT_B_MARKER}: le débat sur les blés a été renvoyé à jeudi; la Chambre "
             "renvoie le débat sur les blés à jeudi, dit la note réservée du cabinet."}
-SERVED = {"scheduled-ingest", "promote", "rollback", "delete", "gc", "ask", "ask-batch", "evaluate"}
+SERVED = {"scheduled-ingest", "release", "promote", "rollback", "canary", "delete", "gc", "ask", "ask-batch",
+          "evaluate"}
+# The served home's registered question set for gated releases (about tests.conftest.SAMPLE_RECORDS).
+GATE_QUESTIONS = Path(__file__).with_name("gate_questions.jsonl")
 INGEST_CRON = "0 3 * * *"
 ASK_QUESTION = "Quand le débat sur les blés a-t-il été renvoyé à jeudi ?"
 AUTH_STRING = "archivist:test-only-secret"
@@ -67,7 +71,8 @@ def served_bucket(s3_endpoint) -> S3Bucket:
 
 def served_env(prefect_server, bucket: S3Bucket) -> dict[str, str]:
     return {**os.environ, **bucket.env, **prefect_server.client_env(),
-            "MABILLON_WAREHOUSE_DIR": bucket.uri("warehouse")}
+            "MABILLON_WAREHOUSE_DIR": bucket.uri("warehouse"),
+            "MABILLON_GATE__QUESTIONS": str(GATE_QUESTIONS), "MABILLON_GATE__POLL_S": "1"}
 
 
 def api(prefect_server) -> httpx.Client:
@@ -171,3 +176,24 @@ def artifacts_of(prefect_server, flow_run_id) -> dict[str, dict]:
         rows = client.post("/artifacts/filter",
                            json={"artifacts": {"flow_run_id": {"any_": [str(flow_run_id)]}}}).json()
     return {a["key"]: a for a in rows}
+
+
+CHROMIUM = Path("/usr/bin/chromium")  # deploy/install-system-packages.sh installs it
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@contextlib.contextmanager
+def headless_chromium(profile: Path, height: int = 1000):
+    """A page in headless Debian chromium (playwright), closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM.exists(), "run deploy/install-system-packages.sh (Debian chromium)"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": height})
+        try:
+            yield browser.new_page()
+        finally:
+            browser.close()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import time
@@ -150,10 +151,10 @@ def test_every_deployment_is_registered_with_its_form_description_and_limits(pre
     ingest = by_name["scheduled-ingest"]
     assert [s["schedule"]["cron"] for s in ingest["schedules"]] == [INGEST_CRON]
     assert ingest["parameters"]["params"]["drop_folder"] == str(drop_folder)
-    for name in ("scheduled-ingest", "promote", "rollback", "delete", "gc"):
+    for name in ("scheduled-ingest", "release", "promote", "rollback", "canary", "delete", "gc"):
         assert by_name[name]["global_concurrency_limit"]["limit"] == 1, name
     for name, model in (("promote", "PromoteParams"), ("rollback", "RollbackParams"),
-                        ("delete", "DeleteParams"), ("gc", "GcParams")):
+                        ("canary", "CanaryParams"), ("delete", "DeleteParams"), ("gc", "GcParams")):
         form = by_name[name]["parameter_openapi_schema"]["definitions"][model]
         assert {"operator", "operator_token"} <= set(form["required"]), name
     assert by_name["ask"]["global_concurrency_limit"] is None
@@ -172,7 +173,8 @@ def test_ask_run_triggered_through_the_api_completes_with_readable_evidence(pref
     assert ask_run.name.startswith("ask: Quand le débat sur les blés")
     artifacts = artifacts_of(prefect_server, ask_run.id)
     evidence = artifacts["ask-evidence"]["data"]
-    assert "from generation `g0002`" in evidence
+    # whichever generation serves the shared home by then (other modules release into it too)
+    assert re.search(r"from generation `g\d{4}`", evidence), evidence[:300]
     # the sample records that speak of the postponed debate on wheat are cited, with passages
     assert "gaulois-1887-03-03" in evidence and "intransigeant-1887-03-04" in evidence
     # serve runs the reading room, so each cited document links to its evidence page there

@@ -5,7 +5,7 @@ import pyarrow as pa
 import pytest
 
 from schemas.retrieval import AccessDenied, Principal
-from tasks.query.authorize import allowed_mask, allowed_where
+from tasks.query.authorize import AllowedSet, allowed_mask, allowed_where
 
 
 def table(tenants, groups, docs=None):
@@ -64,3 +64,29 @@ def test_where_clause_and_mask_select_the_same_rows(tmp_path):
         mask = allowed_mask(t, P, excluded)
         assert got == {c for c, m in zip(t.column("chunk_id").to_pylist(), mask) if m}
 
+
+
+def test_the_allowed_set_joins_policy_tombstones_and_time_in_both_forms(tmp_path):
+    """Every policy cell with a validity interval present: mask and LanceDB filter agree."""
+    from datetime import datetime, timezone
+
+    import lancedb
+
+    utc = timezone.utc
+    ts = pa.timestamp("us", tz="UTC")
+    t = table(["t1", "t1", "t2", "t1", "t1", "t1"],
+              [["public"], ["public"], ["public"], ["secret"], ["staff"], ["public"]],
+              docs=["a", "b", "c", "d", "e", "f"])
+    t = t.append_column("valid_from", pa.array([None, datetime(2030, 1, 1, tzinfo=utc), None, None,
+                                                 datetime(2001, 1, 1, tzinfo=utc), None], ts))
+    t = t.append_column("valid_to", pa.array([None, None, None, None, datetime(2020, 1, 1, tzinfo=utc),
+                                               datetime(2025, 1, 1, tzinfo=utc)], ts))
+    t = t.append_column("vector", pa.array([[float(i), 1.0] for i in range(6)], pa.list_(pa.float32(), 2)))
+    lt = lancedb.connect(str(tmp_path)).create_table("c", t)
+    expected = {2010: {"c0", "c4", "c5"}, 2026: {"c0"}, 2031: {"c0", "c1"}}
+    for year, rows in expected.items():
+        allowed = AllowedSet.of_table(t, P, {"f"} if year == 2031 else (), as_of=datetime(year, 6, 1, tzinfo=utc))
+        got = set(lt.search(np.array([1.0, 1.0], np.float32)).where(allowed.where, prefilter=True)
+                  .limit(100).to_arrow().column("chunk_id").to_pylist())
+        mask = {c for c, m in zip(t.column("chunk_id").to_pylist(), allowed.mask) if m}
+        assert got == mask == rows, year

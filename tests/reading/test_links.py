@@ -48,3 +48,14 @@ def test_addresses_keep_document_ids_readable_and_escape_the_rest():
     links = Links.at("http://room/")
     assert links.document("presse/courrier 1902#2") == "http://room/documents/presse/courrier%201902%232"
     assert links.image("r1", 3, "0,0,10,10", "5,") == "http://room/iiif/3/r1-p0003/0,0,10,10/5,/0/default.jpg"
+
+
+def test_a_past_view_keeps_its_time_in_the_path_of_iiif_and_the_query_of_pages():
+    links = Links.at("http://room/", "2000-06-01T00:00:00+00:00")
+    at = "http://room/at/2000-06-01T00%3A00%3A00%2B00%3A00"
+    assert links.image_service("r1", 3) == f"{at}/iiif/3/r1-p0003"
+    assert links.image("r1", 3) == f"{at}/iiif/3/r1-p0003/full/max/0/default.jpg"
+    assert links.manifest("r1") == f"{at}/iiif/manifest/r1"
+    assert links.document("a/b") == "http://room/documents/a/b?as_of=2000-06-01T00%3A00%3A00%2B00%3A00"
+    assert links.evidence("q1", 2) == "http://room/queries/q1?as_of=2000-06-01T00%3A00%3A00%2B00%3A00#doc-2"
+    assert Links.at("http://room/").manifest("r1") == "http://room/iiif/manifest/r1"

@@ -1,0 +1,159 @@
+"""The release gate inside a `release` run: shadow the staged candidate, pause for a person, apply
+the decision, leave a release record.
+
+The pause holds no lock: the release lock and the one-slot release limit are taken only to
+publish (before) and to apply the decision (after), so other operations go on while a reviewer
+reads the report. The decision form is `GateDecision`, its description the shadow report.
+A run that cannot be paused for a person (no Prefect server to resume it through) refuses to
+start the gate rather than wait for nobody.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NONE
+from prefect.context import FlowRunContext
+from prefect.exceptions import FlowPauseTimeout
+from prefect.flow_runs import pause_flow_run
+from prefect.input import RunInput
+from prefect.input.run_input import keyset_from_base_key
+
+from flows.run_access import Refusal
+from schemas.generation import IngestResult
+from schemas.release import Decision, GateDecision, GateTimedOut
+from schemas.retrieval import AccessDenied
+from schemas.settings import MabillonSettings
+from tasks.ingest.crash_points import crash_point
+from tasks.ops.canary import CanaryRefused
+from tasks.ops.gate import DecisionRefused, GateReport, apply_decision, gate_markdown, gate_report, record_timeout
+from tasks.ops.release_record import build_record, newest_arrival, record_markdown
+from tasks.ops.switching import GenerationUnavailable
+from tasks.store.layout import StoreLayout
+from tasks.store.manifests import read_manifest
+from tasks.store.release_records import write_release_record
+from tasks.store.routing import read_routing
+from tasks.store.serialise import serialised_release
+
+log = logging.getLogger(__name__)
+GATE_ACTOR = "release-gate"
+
+
+class GateForm(GateDecision, RunInput):
+    """The decision form of a paused release (a RunInput, so the UI shows it on Resume)."""
+
+
+def gate_applies(gate: bool | None, settings: MabillonSettings) -> bool:
+    """Whether this release waits for a person; refuses, before any work, where nobody could
+    answer (no Prefect server: the ephemeral API lives and dies with this process)."""
+    gated = settings.gate.enabled if gate is None else gate
+    if gated:
+        from prefect.settings import PREFECT_API_URL
+
+        if not PREFECT_API_URL.value():
+            raise Refusal("a gated release waits for a person in the Prefect UI: run it through "
+                          "`mabillon serve` (the release deployment) or set PREFECT_API_URL to a "
+                          "running Prefect server; or release without the gate")
+    return gated
+
+
+@task(name="shadow", cache_policy=NONE)
+def gate_report_task(settings: MabillonSettings, generation: str) -> GateReport:
+    layout = StoreLayout.from_settings(settings)
+    return gate_report(settings, read_manifest(layout, generation))
+
+
+def _run_id() -> str | None:
+    ctx = FlowRunContext.get()
+    return str(ctx.flow_run.id) if ctx and ctx.flow_run else None
+
+
+def _forget_answer(flow_run_id: str | None, pause_key: str) -> None:
+    """The answer may carry an access token: it is read, so it leaves the Prefect database."""
+    if flow_run_id is None:
+        return
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            client.delete_flow_run_input(flow_run_id, keyset_from_base_key(f"paused-{pause_key}")["response"])
+    except Exception as exc:  # the decision stands; say that the stored answer could not be removed
+        log.warning("could not delete the stored gate answer of run %s: %s", flow_run_id, exc)
+
+
+def _record(layout: StoreLayout, generation: str, decision: Decision, before, after, arrival,
+            report: GateReport | None) -> str:
+    """Write the release record (the caller holds the release lock) and show it in the UI."""
+    record = build_record(layout, generation, decision, before, after, arrival,
+                          report.shadow if report else None,
+                          report.shadow_note if report else "not shadowed: no gate on this change")
+    path = str(write_release_record(layout, record))
+    create_markdown_artifact(key="release-record", markdown=record_markdown(record, path),
+                             description=f"release record of {generation}: {decision.action}")
+    return path
+
+
+def record_publish(layout: StoreLayout, generation: str, actor: str, reason: str,
+                   action: str = "publish", via: str = "release") -> str:
+    """The release record of a routing change made without a gate (an ungated release, an
+    operator's `promote` or `canary`); the caller holds the release lock and has just written it."""
+    after = read_routing(layout)
+    event = after.history[-1]
+    before = after.model_copy(update={"serving": event.from_generation,
+                                      "canaries": [c for c in after.canaries if c.generation != generation]})
+    decision = Decision(action=action, actor=actor, authenticated=False, at=event.at, reason=reason,
+                        via=via, canary_groups=event.groups, flow_run_id=_run_id())
+    return _record(layout, generation, decision, before, after, newest_arrival(layout, generation), None)
+
+
+def hold_for_decision(result: IngestResult, settings: MabillonSettings,
+                      timeout_s: int | None = None) -> IngestResult:
+    """Shadow the staged candidate, then wait (paused, holding no lock) for approve / reject /
+    canary from a person; a refused answer is shown in the form and asked again."""
+    layout = StoreLayout.from_settings(settings)
+    candidate = result.generation
+    assert candidate is not None and result.published
+    run_id = _run_id()
+    arrival = newest_arrival(layout, candidate)
+    crash_point(settings.test_crash_point, layout, "gate-shadow")
+    report = gate_report_task(settings, candidate)
+    create_markdown_artifact(key="release-gate", markdown=gate_markdown(report),
+                             description=f"{candidate} waits for a decision")
+    timeout_s = timeout_s or settings.gate.timeout_s
+    deadline = time.monotonic() + timeout_s
+    refusal, attempt = None, 0
+    while True:
+        attempt += 1
+        key = f"gate-{attempt}"
+        form = GateForm.with_initial_data(description=gate_markdown(report, refusal), generation=candidate)
+        try:
+            answer = pause_flow_run(wait_for_input=form, timeout=max(1, int(deadline - time.monotonic())),
+                                    poll_interval=settings.gate.poll_s, key=key)
+        except FlowPauseTimeout:
+            with serialised_release(layout):
+                before = read_routing(layout)
+                decision, after = record_timeout(layout, candidate, timeout_s, GATE_ACTOR, run_id)
+                path = _record(layout, candidate, decision, before, after, arrival, report)
+            raise GateTimedOut(f"{decision.reason}; release record {path}") from None
+        _forget_answer(run_id, key)
+        try:
+            with serialised_release(layout):
+                before = read_routing(layout)
+                crash_point(settings.test_crash_point, layout, "gate-switch")
+                decision, after = apply_decision(layout, settings, candidate, answer, run_id)
+                path = _record(layout, candidate, decision, before, after, arrival, report)
+        except (AccessDenied, DecisionRefused, CanaryRefused) as exc:
+            refusal = str(exc)
+            log.warning("gate of %s: decision refused (%s); asking again", candidate, refusal)
+            create_markdown_artifact(key="release-gate", markdown=gate_markdown(report, refusal),
+                                     description=f"{candidate}: a decision was refused; waiting again")
+            continue
+        except GenerationUnavailable as exc:
+            create_markdown_artifact(key="release-gate", markdown=(
+                f"# Decision on {candidate} refused\n\n{exc}. Nothing changed: "
+                f"`{before.serving}` still serves."), description=f"{candidate} is gone")
+            raise
+        return result.model_copy(update={"serving": after.serving == candidate, "decision": decision.action,
+                                         "release_record": path})

@@ -1,0 +1,142 @@
+"""The release gate as plain functions: the report a reviewer reads, and the reviewer's decision
+applied to the routing record. The Prefect pause that waits for the decision is in flows/gate.py.
+
+A decision changes the routing record in one atomic rename under the release lock (the caller
+holds it), after every check has passed: a refused decision changes nothing.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+
+from pydantic import BaseModel, Field
+
+from schemas.generation import Counts, GenerationManifest, Quarantined, RoutingRecord
+from schemas.release import Decision, GateDecision, ShadowReport
+from schemas.retrieval import AccessDenied
+from schemas.settings import MabillonSettings
+from tasks.ops import canary, switching
+from tasks.ops.release_record import shadow_markdown
+from tasks.ops.retention import remove_generation_data
+from tasks.ops.shadow import load_shadow_questions, shadow_compare
+from tasks.query.principals import list_principals, require_operator, resolve_principal, resolve_token
+from tasks.store.layout import StoreLayout
+from tasks.store.routing import read_routing, record_event
+
+log = logging.getLogger(__name__)
+
+
+class DecisionRefused(ValueError):
+    """The decision cannot be applied as given; nothing changed, the reviewer may decide again."""
+
+
+class GateReport(BaseModel):
+    """What the reviewer of a paused release sees in the form."""
+
+    generation: str
+    serving: str | None
+    counts: Counts
+    diff: dict[str, int]
+    quarantined: list[Quarantined] = Field(default_factory=list)
+    validation: dict = Field(default_factory=dict)
+    shadow: ShadowReport | None = None
+    shadow_note: str | None = None
+
+
+def gate_report(settings: MabillonSettings, manifest: GenerationManifest) -> GateReport:
+    """Shadow the candidate against the serving generation on the registered question set."""
+    layout = StoreLayout.from_settings(settings)
+    serving = read_routing(layout).serving
+    report = GateReport(generation=manifest.generation, serving=serving, counts=manifest.counts,
+                        diff={k: v for k, v in manifest.diff.model_dump().items() if isinstance(v, int)},
+                        quarantined=manifest.quarantined, validation=manifest.validation)
+    questions = settings.gate.questions
+    if serving is None:
+        report.shadow_note = "nothing serves yet, so there is nothing to compare with"
+    elif questions is None or not questions.exists():
+        report.shadow_note = (f"no registered question set (MABILLON_GATE__QUESTIONS: {questions})")
+    else:
+        principal = resolve_principal(settings, settings.gate.principal)
+        shadow = shadow_compare(settings, principal, manifest.generation, load_shadow_questions(questions),
+                                system=settings.gate.system, k=settings.gate.k)
+        report.shadow = shadow.model_copy(update={"questions": str(questions)})
+    return report
+
+
+def gate_markdown(report: GateReport, refusal: str | None = None) -> str:
+    """The form's description (Prefect renders it as markdown above the fields): the figures a
+    reviewer decides on come first."""
+    d = report.diff
+    lines = [*([f"> **Refused: {refusal}** Nothing changed; decide again.", ""] if refusal else []),
+             f"## Release `{report.generation}` waits for a decision", "",
+             f"Candidate `{report.generation}` against serving `{report.serving or '—'}`. Answer with "
+             "the generation, a decision (approve, reject, or canary with groups) and a reason.", "",
+             "### Shadow report", "", *shadow_markdown(report.shadow, report.shadow_note), "",
+             "### Counts and diff", "",
+             ", ".join(f"{k} {v}" for k, v in report.counts.model_dump().items()) + ".",
+             f"Sources against the serving generation: added {d.get('added', 0)}, changed "
+             f"{d.get('changed', 0)}, removed {d.get('removed', 0)}, unchanged {d.get('unchanged', 0)}.",
+             f"Validation: {'passed' if report.validation.get('success') else 'FAILED'} "
+             f"({report.validation.get('expectations', '?')} expectations)."]
+    if report.quarantined:
+        lines += ["", f"### Quarantined inputs ({len(report.quarantined)})", "", "| input | reason |",
+                  "|---|---|", *(f"| {q.uri} | {q.reason} |" for q in report.quarantined[:50])]
+    if report.shadow and report.shadow.questions:
+        lines += ["", f"Questions: `{report.shadow.questions}`."]
+    return "\n".join(lines)
+
+
+def authenticate(settings: MabillonSettings, decision: GateDecision) -> tuple[str, bool]:
+    """(who decided, whether that is proven). With operators in principals.json a decision needs
+    one's access token; without any, the typed name (or the configured actor) is recorded as such."""
+    token = decision.access_token.get_secret_value()
+    if token.strip():
+        return require_operator(resolve_token(settings, token)).principal_id, True
+    if any(p.is_operator for p in list_principals(settings)):
+        raise AccessDenied("this decision needs an operator's access token")
+    return (decision.operator.strip() or settings.actor), False
+
+
+def apply_decision(layout: StoreLayout, settings: MabillonSettings, candidate: str,
+                   decision: GateDecision, flow_run_id: str | None = None) -> tuple[Decision, RoutingRecord]:
+    """Approve (promote), reject (retire) or canary the candidate; the caller holds the release
+    lock. Raises AccessDenied, DecisionRefused, CanaryRefused or GenerationUnavailable — each
+    before anything is written."""
+    actor, proven = authenticate(settings, decision)
+    if decision.generation.strip() != candidate:
+        raise DecisionRefused(f"this release gates {candidate}, not {decision.generation.strip()!r}")
+    reason = decision.reason.strip()
+    if len(reason) < 3:
+        raise DecisionRefused("give a reason (at least three characters)")
+    routing = read_routing(layout)
+    switching.check_servable(layout, candidate, routing)  # vanished meanwhile (gc, retired)?
+    now = datetime.now(timezone.utc)
+    made = Decision(action=decision.decision, actor=actor, authenticated=proven, at=now, reason=reason,
+                    via="gate", flow_run_id=flow_run_id)
+    if decision.decision == "approve":
+        routing = switching.promote(layout, candidate, actor, f"gate approval: {reason}", flow_run_id)
+    elif decision.decision == "canary":
+        if not decision.canary_groups:
+            raise DecisionRefused("a canary needs at least one group (canary_groups)")
+        routing = canary.start(layout, settings, candidate, decision.canary_groups, actor, reason, flow_run_id)
+        made.canary_groups = routing.canaries[-1].groups
+    else:
+        # data first: a crash in between leaves a staged generation without data, which
+        # `promote` refuses; the routing record (what serves) is untouched either way
+        remove_generation_data(layout, candidate)
+        routing = record_event(layout, "reject", candidate, actor, reason, retire=True,
+                               flow_run_id=flow_run_id)
+    event = routing.history[-1]
+    made.at = event.at
+    log.info("gate of %s: %s by %s", candidate, decision.decision, actor)
+    return made, routing
+
+
+def record_timeout(layout: StoreLayout, candidate: str, waited_s: float, actor: str,
+                   flow_run_id: str | None = None) -> tuple[Decision, RoutingRecord]:
+    """Nobody decided in time: the candidate stays staged, and the routing history says so."""
+    reason = (f"no decision within {waited_s:.0f} s; {candidate} stays staged "
+              f"(promote it with `mabillon promote {candidate}`, or release again)")
+    routing = record_event(layout, "gate-timeout", candidate, actor, reason, flow_run_id=flow_run_id)
+    return Decision(action="timeout", actor=actor, authenticated=False, at=routing.history[-1].at,
+                    reason=reason, via="gate", flow_run_id=flow_run_id), routing

@@ -1,0 +1,113 @@
+"""The release record: what a generation was judged on and how it was judged, as one document.
+
+Built from the generation's immutable manifest (counts, validation, reconcile digest and diff,
+quarantined inputs), the shadow report the reviewer saw, the decision, the routing before and
+after it, and the freshness measured for the release.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pyarrow.compute as pc
+
+from schemas.generation import RoutingRecord
+from schemas.release import Decision, Freshness, ReleaseRecord, ShadowReport
+from tasks.ops.switching import previously_serving
+from tasks.store.layout import StoreLayout
+from tasks.store.lineage_store import has_lineage, read_lineage_table
+from tasks.store.manifests import read_manifest
+from tasks.store.release_records import manifest_sha256
+
+SERVED = ("approve", "publish", "promote", "canary")  # decisions after which it answers someone
+
+
+def newest_arrival(layout: StoreLayout, generation: str) -> tuple[str | None, datetime | None]:
+    """The newest current source of a generation and when it reached the drop folder."""
+    if not has_lineage(layout, generation):
+        return None, None
+    revs = read_lineage_table(layout, generation, "revisions", ["uri", "arrived_at", "is_current"])
+    revs = revs.filter(pc.and_(revs["is_current"], pc.is_valid(revs["arrived_at"])))
+    if revs.num_rows == 0:
+        return None, None
+    i = int(pc.index(revs["arrived_at"], pc.max(revs["arrived_at"])).as_py())
+    return revs["uri"][i].as_py(), revs["arrived_at"][i].as_py()
+
+
+def freshness(arrival: tuple[str | None, datetime | None], decision: Decision,
+              after: RoutingRecord) -> Freshness:
+    uri, arrived = arrival
+    answerable = None
+    if decision.action == "canary":
+        answerable = next((c.since for c in after.canaries if set(c.groups) == set(decision.canary_groups)),
+                          decision.at)
+    elif decision.action in SERVED:
+        answerable = decision.at
+    seconds = (answerable - arrived).total_seconds() if answerable and arrived else None
+    return Freshness(newest_source=uri, newest_arrival_at=arrived, answerable_at=answerable,
+                     seconds=seconds)
+
+
+def build_record(layout: StoreLayout, generation: str, decision: Decision, before: RoutingRecord,
+                 after: RoutingRecord, arrival: tuple[str | None, datetime | None],
+                 shadow: ShadowReport | None = None, shadow_note: str | None = None) -> ReleaseRecord:
+    m = read_manifest(layout, generation)
+    return ReleaseRecord(
+        generation=generation, recorded_at=datetime.now(timezone.utc),
+        manifest=str(layout.manifest_path(generation)), manifest_sha256=manifest_sha256(layout, generation),
+        parent=m.parent, counts=m.counts, run=m.run, digest=m.digest,
+        diff={k: v for k, v in m.diff.model_dump().items() if isinstance(v, int)},
+        validation={**m.validation, "report": str(layout.reports / f"{generation}-validation.md")},
+        quarantined=m.quarantined, shadow=shadow, shadow_note=shadow_note, decision=decision,
+        serving_before=before.serving, serving_after=after.serving,
+        rollback_target=previously_serving(after) if after.serving else None,
+        canaries=after.canaries, freshness=freshness(arrival, decision, after))
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def shadow_markdown(shadow: ShadowReport | None, note: str | None = None) -> list[str]:
+    if shadow is None:
+        return [f"No shadow comparison: {note or 'none was run'}."]
+    s = shadow
+    lines = ["| question type | n | recall@k candidate | recall@k serving | top-k overlap |",
+             "|---|---|---|---|---|",
+             *(f"| {t.question_type} | {t.n} | {_pct(t.recall_staged)} | {_pct(t.recall_serving)} | "
+               f"{t.mean_overlap:.2f} |" for t in s.by_type),
+             f"| **all** | {s.n} | {_pct(s.recall_staged)} | {_pct(s.recall_serving)} | {s.mean_overlap:.2f} |",
+             "", f"{s.n} questions, {s.system}, k={s.k}: candidate `{s.staged}` vs serving `{s.serving}`. "
+             f"Latency, median (p95): candidate {s.latency_staged_median_s * 1000:.1f} ms "
+             f"({s.latency_staged_p95_s * 1000:.1f} ms), serving {s.latency_serving_median_s * 1000:.1f} ms "
+             f"({s.latency_serving_p95_s * 1000:.1f} ms)."]
+    return lines
+
+
+def record_markdown(r: ReleaseRecord, path: str | None = None) -> str:
+    d, f = r.decision, r.freshness
+    who = f"{d.actor}{'' if d.authenticated else ' (not authenticated)'}"
+    lines = [f"# Release record: {r.generation} — {d.action}", "",
+             f"- decision: **{d.action}** by {who} at {d.at:%Y-%m-%d %H:%M:%S} UTC via {d.via}: {d.reason or '—'}"
+             + (f" (groups {', '.join(d.canary_groups)})" if d.canary_groups else ""),
+             f"- serving: {r.serving_before or '—'} → {r.serving_after or '—'}; rollback target: "
+             f"{r.rollback_target or '—'}",
+             *([f"- canaries: " + "; ".join(f"{c.generation} → {', '.join(c.groups)}" for c in r.canaries)]
+               if r.canaries else []),
+             f"- manifest: `{r.manifest}` (sha256 `{r.manifest_sha256[:16]}…`), parent {r.parent or '—'}",
+             f"- validation: {'passed' if r.validation.get('success') else 'FAILED'} "
+             f"({r.validation.get('expectations', '?')} expectations, `{r.validation.get('report')}`)",
+             f"- reconcile: digest `{r.digest[:16]}…`; " + ", ".join(f"{k} {v}" for k, v in r.counts.model_dump().items()),
+             "- sources against the parent: " + ", ".join(f"{k} {v}" for k, v in r.diff.items()),
+             f"- this run: " + ", ".join(f"{k} {v}" for k, v in r.run.model_dump().items()
+                                          if isinstance(v, (int, float, str))),
+             "- freshness: " + (f"{f.seconds:.1f} s from the arrival of `{f.newest_source}` "
+                                f"({f.newest_arrival_at:%Y-%m-%d %H:%M:%S}) to answerable "
+                                f"({f.answerable_at:%Y-%m-%d %H:%M:%S})" if f and f.seconds is not None
+                                else "not answerable after this decision" if f and f.answerable_at is None
+                                else "arrival time unknown"),
+             *([f"- record: `{path}`"] if path else []),
+             "", "## Shadow", "", *shadow_markdown(r.shadow, r.shadow_note)]
+    if r.quarantined:
+        lines += ["", "## Quarantined inputs", "", "| input | reason |", "|---|---|",
+                  *(f"| {q.uri} | {q.reason} |" for q in r.quarantined)]
+    return "\n".join(lines)
