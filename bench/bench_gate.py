@@ -148,7 +148,8 @@ def approve_when_paused(api_url: str, stop: threading.Event) -> None:
         for run in rows:
             schema = run["state"]["state_details"]["run_input_keyset"]["schema"]
             form = httpx.get(f"{api_url}/flow_runs/{run['id']}/input/{schema}", timeout=10).json()
-            answer = {"generation": json.loads(form)["properties"]["generation"]["default"],
+            form = json.loads(form) if isinstance(form, str) else form  # stored as JSON text or object
+            answer = {"generation": form["properties"]["generation"]["default"],
                       "decision": "approve", "reason": "bench: approved on sight"}
             httpx.post(f"{api_url}/flow_runs/{run['id']}/resume", json={"run_input": answer}, timeout=10)
             return
