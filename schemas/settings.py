@@ -227,8 +227,9 @@ class GateSettings(BaseModel):
 
     enabled: bool = False  # every release is gated unless its options say otherwise
     # The registered question set the candidate is shadowed on against the serving generation
-    # (JSONL: question, question_id, question_type, gold_ids); the bundled sample ships one.
-    questions: Path | None = PROJECT_ROOT / "docs" / "sample" / "questions.jsonl"
+    # (JSONL: question, question_id, question_type, gold_ids); the bundled sample ships one,
+    # beside the sample folder and not in it, since that folder is what `make demo` ingests.
+    questions: Path | None = PROJECT_ROOT / "docs" / "gate-questions.jsonl"
     system: str = "hybrid"  # bm25 | dense | hybrid
     k: int = 10
     principal: str | None = None  # whose view is compared (a name in principals.json; default principal)

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import httpx
@@ -69,6 +70,8 @@ def ingest_run(running_stack):
     drop = state / "drop"  # a scan, OCRed on the worker
     drop.mkdir()
     (drop / "registre.png").write_bytes(fx.straight_scan("PNG"))
+    landed = time.time() - 60  # finished writing a minute ago: past the drop folder's settle time
+    os.utime(drop / "registre.png", (landed, landed))
     uri_list = state / "uris.txt"  # an export, its records one source each
     write_records(state / "records.jsonl", SAMPLE_RECORDS)
     uri_list.write_text("records.jsonl\n", "utf-8")

@@ -204,6 +204,8 @@ def scheduled_ingest_run(prefect_server, serving, drop_folder):
     """A new export lands in the drop folder; the scheduled-ingest deployment is run on demand."""
     (drop_folder / "week-10.jsonl").write_text(json.dumps(NEW_RECORD, ensure_ascii=False) + "\n",
                                                "utf-8")
+    landed = time.time() - 60  # finished writing a minute ago: past the drop folder's settle time
+    os.utime(drop_folder / "week-10.jsonl", (landed, landed))
     return run_through_api(prefect_server, "scheduled-ingest/scheduled-ingest")
 
 
