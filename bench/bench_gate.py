@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -30,15 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import CORPUS, DEV, offline_env, save_report  # noqa: E402
+from bench.common import DEV, corpus_home, free_port, offline_env, save_report  # noqa: E402
 
 offline_env()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def with_intervals(table, share: float, seed: int = 0):
@@ -165,7 +158,6 @@ def main() -> None:
     a = ap.parse_args()
     load_before = os.getloadavg()
 
-    from flows.release import release
     from flows.serve import start_server
     from schemas.settings import MabillonSettings
     from tasks.embedding import load_embedder
@@ -175,12 +167,7 @@ def main() -> None:
     from tasks.store.routing import read_routing
 
     root = Path(tempfile.mkdtemp(prefix="bench-gate-"))
-    home = root / "home"
-    if a.home:
-        shutil.copytree(a.home, home)
-    else:
-        home.mkdir(parents=True)
-        release(paths=[str(CORPUS)], settings=MabillonSettings(home=home))
+    home = corpus_home(root / "home", a.home)
     settings = MabillonSettings(home=home)
     layout = StoreLayout.from_settings(settings)
     principal = default_principal(settings)

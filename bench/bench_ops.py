@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -19,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import CORPUS, offline_env, save_report  # noqa: E402
+from bench.common import CORPUS, corpus_home, offline_env, save_report  # noqa: E402
 
 offline_env()
 
@@ -41,12 +40,7 @@ def main() -> None:
     from schemas.settings import MabillonSettings
     from tasks.query.retriever import Retriever
 
-    home = Path(tempfile.mkdtemp(prefix="bench-ops-")) / "home"
-    if a.home:
-        shutil.copytree(a.home, home)
-    else:
-        home.mkdir(parents=True)
-        release(paths=[str(CORPUS)], settings=MabillonSettings(home=home))
+    home = corpus_home(Path(tempfile.mkdtemp(prefix="bench-ops-")) / "home", a.home)
     settings = MabillonSettings(home=home)
     public = Principal(principal_id="default", tenant="default", groups=["public"])
     records = [json.loads(line) for line in CORPUS.open(encoding="utf-8")]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import offline_env, save_report  # noqa: E402
+from bench.common import free_port, offline_env, save_report  # noqa: E402
 
 MABILLON = Path(sys.executable).with_name("mabillon")
 QUESTIONS = [
@@ -49,12 +48,6 @@ def summary(values: list[float]) -> dict:
     ms = [v * 1000 for v in values]
     return {"n": len(ms), "p50_ms": round(pct(ms, 0.5), 1), "p95_ms": round(pct(ms, 0.95), 1),
             "mean_ms": round(statistics.fmean(ms), 1)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def build_home(root: Path) -> Path:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -11,6 +13,27 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "histqa1887" / "corpus.jsonl"
 DEV = ROOT.parent / "shared" / "histqa1887" / "dev.jsonl"
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def free_port() -> int:
+    """A free loopback port for a server the benchmark starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def corpus_home(home: Path, source: str | Path | None) -> Path:
+    """`home` serving the shared corpus: a copy of `source` (a home that already serves it,
+    never changed), or a fresh one the whole corpus is released into."""
+    if source:
+        shutil.copytree(source, home)
+        return home
+    from flows.release import release
+    from schemas.settings import MabillonSettings
+
+    home.mkdir(parents=True)
+    release(paths=[str(CORPUS)], settings=MabillonSettings(home=home))
+    return home
 
 
 def offline_env() -> None:
