@@ -66,7 +66,8 @@ def release_steps(paths: list[str], options: ReleaseOptions | None = None,
         parsed = parse(work, layout, runner.parsing(settings), runner.fan_out(settings))
         if not parsed.documents:
             publish_generations(layout)
-            return nothing_new(base, run_counts(work, parsed, runner, clock), parsed.quarantined, layout)
+            return nothing_new(base, run_counts(work, parsed, runner, clock), parsed.quarantined, layout,
+                               settings.embedding)
         chunked = chunk(parsed, work.to_process, settings.chunking, settings.embedding)
         vectors = embed(chunked.chunks, layout, runner.embedding(settings), chunked.space.space_id,
                         chunked.spec.segmenter_id, settings.test_crash_point)
@@ -111,7 +112,7 @@ def publication(options: ReleaseOptions, settings: MabillonSettings, gated: bool
                        embedding_model=settings.embedding.model, index=settings.index,
                        retrieval=settings.retrieval,
                        limits={"inspection": settings.limits.model_dump(), "sandbox": settings.sandbox.model_dump()},
-                       crash_point=settings.test_crash_point)
+                       crash_point=settings.test_crash_point, embedding=settings.embedding)
 
 
 def run_counts(work: RunPlan, parsed: Parsed, runner: RunnerShape, clock: StageClock) -> RunCounts:

@@ -30,3 +30,24 @@ class EmbeddingSpaceMismatch(RuntimeError):
 
 class EmbeddingInputTooLong(ValueError):
     """An input exceeds the model's limit; the contract forbids silent truncation."""
+
+
+class CompiledEncoder(BaseModel):
+    """A query encoder compiled to ONNX for one embedding space, and the proof that it is that space.
+
+    Written beside the model file once the compiled encoder has given the reference encoder's
+    vectors on every probe text (batched and alone); a query process that finds it serves the
+    space without importing torch, transformers or sentence-transformers.
+    """
+
+    space: EmbeddingSpace  # the space it reproduces (the reference engine's own record)
+    runtime: str  # "onnxruntime <version>"
+    exporter: str  # "torch <version>"
+    model_file: str  # file name of the ONNX graph, beside this record
+    model_sha256: str
+    tokenizer_file: str  # the reference's fast tokenizer, serialised (tokenizers' JSON)
+    tokenizer_sha256: str
+    probes: int  # probe texts compared
+    max_abs_diff: float  # largest difference of any vector component against the reference
+    min_cosine: float  # lowest cosine between compiled and reference vectors of a probe
+    compiled_at: str  # ISO 8601, UTC

@@ -14,7 +14,10 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 for key, value in {"DASK_LOGGING__DISTRIBUTED": "warning", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "GX_ANALYTICS_ENABLED": "false",
                    "TOKENIZERS_PARALLELISM": "false", "DO_NOT_TRACK": "1",
-                   "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}.items():
+                   "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                   # compiling the query encoder costs a release ~3 s and 90 MB per home; the tests
+                   # that are about it, and the shared-corpus home the query tests share, turn it on
+                   "MABILLON_EMBEDDING__COMPILE_QUERY_ENCODER": "false"}.items():
     os.environ.setdefault(key, value)
 
 from schemas.settings import PROJECT_ROOT, MabillonSettings  # noqa: E402
@@ -78,5 +81,7 @@ def shared_corpus_home(tmp_path_factory) -> Path:
     if not SHARED_CORPUS.exists():
         pytest.skip(f"shared corpus not found at {SHARED_CORPUS}")
     home = tmp_path_factory.mktemp("shared-home")
-    release(paths=[str(SHARED_CORPUS)], settings=settings_for(home))
+    settings = settings_for(home)
+    settings.embedding.compile_query_encoder = True  # its questions use the compiled encoder, as users' do
+    release(paths=[str(SHARED_CORPUS)], settings=settings)
     return home

@@ -14,6 +14,8 @@ from schemas.generation import (Counts, GenerationManifest, IngestResult, Parsed
                                 ReconcileReport, RunCounts, ValidationReport)
 from schemas.indexes import IndexContract, IndexSettings
 from schemas.retrieval import RetrievalSettings
+from schemas.settings import EmbeddingSettings
+from tasks.compiled_encoder import ensure_compiled
 from tasks.ingest.changes import RunPlan
 from tasks.ingest.chunk import ChunkSpec
 from tasks.ingest.crash_points import crash_point
@@ -88,6 +90,8 @@ class Publication:
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)  # BM25 parameters of the lexical index
     limits: dict = field(default_factory=dict)  # inspection and sandbox limits, recorded in the manifest
     crash_point: str | None = None  # settings.test_crash_point
+    # the embedding settings, for the query encoder compiled before the switch (None: not compiled)
+    embedding: EmbeddingSettings | None = None
 
 
 def count_run(plan: RunPlan, parsed: Parsed, runner: str, workers: int,
@@ -111,6 +115,8 @@ def publish(staged: StagedGeneration, report: ReconcileReport, validation: Valid
                                 publication.embedding_model, publication.index, publication.retrieval,
                                 publication.limits)
     publish_artifacts(staged.generation, report, run, quarantined)
+    if publication.embedding is not None:  # before the switch: the first question finds it
+        ensure_compiled(layout.encoders, publication.embedding, staged.space)
     if publication.promote:
         switch_to(layout, manifest, publication.actor, publication.reason,
                   before_switch=lambda: crash_point(publication.crash_point, layout, "switch"))
@@ -122,8 +128,13 @@ def publish(staged: StagedGeneration, report: ReconcileReport, validation: Valid
 publish_task = as_task(publish, "publish")
 
 
-def nothing_new(base: Base, run: RunCounts, quarantined: list[Quarantined], layout: StoreLayout) -> IngestResult:
-    """Nothing this run parsed changes the serving generation: nothing is published."""
+def nothing_new(base: Base, run: RunCounts, quarantined: list[Quarantined], layout: StoreLayout,
+                embedding: EmbeddingSettings | None = None) -> IngestResult:
+    """Nothing this run parsed changes the serving generation: nothing is published (a home
+    whose serving space has no compiled query encoder yet, published before there were any,
+    gets it: once)."""
+    if base.serving and embedding is not None:
+        ensure_compiled(layout.encoders, embedding, base.space)
     tables = base.tables
     counts = Counts(sources=tables.sources.num_rows, revisions=tables.revisions.num_rows,
                     pages=tables.pages.num_rows, chunks=tables.chunks.num_rows, vectors=len(tables.vectors))

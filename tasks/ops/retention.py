@@ -196,9 +196,19 @@ def collect_garbage(layout: StoreLayout, keep_last: int, deletion_window: timede
     due = due_for_purge(layout, deletion_window)
     purge = purge_documents(layout, due) if due else None
     caches, blobs = remove_unreferenced_state(layout, kept)
+    caches += remove_unused_encoders(layout, kept)
     lance = prune_untagged_versions(layout)
     return GcReport(kept=kept, retired=retire, purge=purge, cache_files_removed=caches,
                     blobs_removed=blobs, lance=lance)
+
+
+def remove_unused_encoders(layout: StoreLayout, generations: list[str]) -> int:
+    """Compiled query encoders of embedding spaces no retained generation is in."""
+    spaces = {read_manifest(layout, g).space_id for g in generations}
+    gone = [folder for folder in layout.encoders.subfolders() if folder.name not in spaces]
+    for folder in gone:
+        folder.remove_tree()
+    return len(gone)
 
 
 def manifest_counts(layout: StoreLayout, generation: str):

@@ -101,6 +101,7 @@ class Retriever:
         encoder the generation's vectors were made with, and with IndexUnavailable when an
         index the generation records is missing and the settings refuse to serve without it.
         """
+        from tasks.compiled_encoder import query_encoder
         from tasks.embedding import load_embedder
         from tasks.store.lance_store import open_generation_table
         from tasks.store.layout import StoreLayout
@@ -124,7 +125,8 @@ class Retriever:
         chosen = settings.embedding
         if "model" not in settings.embedding.model_fields_set:
             chosen = settings.embedding.model_copy(update={"model": manifest.embedding_model})
-        embedder = load_embedder(chosen)
+        embedder = query_encoder(layout.encoders, chosen, manifest.embedding_space) \
+            if chosen.model == manifest.embedding_model else load_embedder(chosen)
         if embedder.space.space_id != manifest.embedding_space.space_id:
             raise EmbeddingSpaceMismatch(
                 f"generation {gen} was embedded with {manifest.embedding_space.model_name} "

@@ -66,6 +66,14 @@ class StoreLayout:
     def space_cache(self, key: str) -> Location:
         return self.caches / "spaces" / f"{key}.json"
 
+    @property
+    def encoders(self) -> Location:
+        """Query encoders compiled per embedding space (tasks/compiled_encoder.py)."""
+        return self.caches / "encoders"
+
+    def encoder_dir(self, space_id: str) -> Location:
+        return self.encoders / space_id
+
     # manifests ------------------------------------------------------------------------------
     @property
     def routing(self) -> Path:
