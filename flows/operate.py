@@ -17,7 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed
 from pydantic import BaseModel, Field, SecretStr
 
-from flows.gate import record_publish
+from flows.release_gate import record_publish
 from flows.run_access import Refusal, deployment_run, mask_secret_parameters, run_actor
 from flows.run_names import canary_run_name, delete_run_name, gc_run_name, promote_run_name, rollback_run_name
 from schemas.generation import RoutingRecord

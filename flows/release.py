@@ -10,7 +10,7 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from flows.artifacts.generations import publish_generations
-from flows.gate import gate_applies, hold_for_decision, record_publish
+from flows.release_gate import gate_applies, hold_for_decision, record_publish
 from flows.runner import RunnerShape, api_for_workers, task_runner_for
 from flows.timing import StageClock, timed
 from schemas.generation import IngestResult, Parsed, RunCounts

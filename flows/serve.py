@@ -120,7 +120,10 @@ def entrypoint_of(f: Flow) -> str:
     from the function's own name, which misses a flow made as `flow(...)(fn)` under another name
     (the release flow: a module-level function so Dask workers get it by reference)."""
     module = sys.modules[f.fn.__module__]
-    name = next(n for n, value in vars(module).items() if value is f)
+    name = next((n for n, value in vars(module).items() if value is f), None)
+    if name is None:  # a flow no module attribute holds cannot be loaded by a worker
+        raise ValueError(f"flow {f.name!r} is not an attribute of its module {module.__name__}; "
+                         "assign it to a module-level name to serve it")
     return f"{module.__name__}.{name}"
 
 

@@ -1,5 +1,5 @@
 """The release gate as plain functions: the report a reviewer reads, and the reviewer's decision
-applied to the routing record. The Prefect pause that waits for the decision is in flows/gate.py.
+applied to the routing record. The Prefect pause that waits for the decision is in flows/release_gate.py.
 
 A decision changes the routing record in one atomic rename under the release lock (the caller
 holds it), after every check has passed: a refused decision changes nothing.
