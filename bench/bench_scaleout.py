@@ -154,10 +154,18 @@ def ocr_path(folder: Path, root: Path, runner: str, workers: int, texts: list[st
 
 def storage(home: Path) -> dict[str, int]:
     """Bytes on disk per kind of state after the release (for docs/capacity.md)."""
+    def size(folder: Path) -> int:
+        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
     out = {}
     for folder in [*sorted((home / "warehouse").iterdir()), home / "manifests"]:
         if folder.is_dir():
-            out[folder.name] = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+            out[folder.name] = size(folder)
+    # the compiled query encoder is per embedding space and home (90 MB for MiniLM), not per page
+    encoders = home / "warehouse" / "caches" / "encoders"
+    if encoders.is_dir():
+        out["encoders"] = size(encoders)
+        out["caches"] -= out["encoders"]
     return out
 
 
