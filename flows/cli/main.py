@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -166,5 +167,20 @@ def main(argv: list[str] | None = None) -> int:
         return fail(args, exc)
 
 
+def entry() -> None:
+    """The `mabillon` executable: main(), then out of the process at once where nothing is left
+    to hand over. Tearing down a query process (lance's runtime, onnxruntime, thousands of
+    modules) took 0.9 s of a cold `ask`'s 4.8 s, after its answer was printed and its record
+    written. A command that ran Prefect exits normally: its exit handlers send the runs' last
+    logs and events and stop the temporary server."""
+    code = main()
+    if "prefect" in sys.modules:
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
