@@ -141,7 +141,13 @@ def ensure_compiled(encoders: Location, settings: EmbeddingSettings,
     embedder = load_embedder(settings)
     if embedder.space != space:  # the configured weights are not this space's: nothing to compile from
         return None
-    return compile_query_encoder(embedder, folder)
+    try:
+        return compile_query_encoder(embedder, folder)
+    except Exception as exc:  # an optimisation: it never costs a release (queries keep the reference)
+        log.warning("query encoder of %s not compiled (%s: %s); queries use %s", space.model_name,
+                    type(exc).__name__, exc, space.engine)
+        folder.remove_tree()
+        return None
 
 
 def read_record(folder: Location) -> CompiledEncoder | None:
@@ -174,8 +180,12 @@ def _open_compiled(encoders: Location, space_id: str, threads: int | None) -> "O
         return None
     if record is None or record.space.space_id != space_id:
         return None
-    graph = (folder / record.model_file).read_bytes()
-    tokenizer_json = (folder / record.tokenizer_file).read_text()
+    try:
+        graph = (folder / record.model_file).read_bytes()
+        tokenizer_json = (folder / record.tokenizer_file).read_text()
+    except OSError as exc:  # a file gone or unreadable: the reference still answers
+        log.warning("compiled query encoder %s unreadable (%s); using the reference engine", key, exc)
+        return None
     if _sha256(graph) != record.model_sha256 or _sha256(tokenizer_json.encode()) != record.tokenizer_sha256:
         log.warning("compiled query encoder %s does not match its record (changed on disk); "
                     "using the reference engine", key)

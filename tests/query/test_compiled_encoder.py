@@ -148,3 +148,31 @@ def test_gc_removes_encoders_of_spaces_no_generation_uses(compiled_home, tmp_pat
     shutil.copytree(kept.local_path, stale.local_path)
     assert remove_unused_encoders(layout, ["g0001"]) == 1
     assert [f.name for f in layout.encoders.subfolders()] == [kept.name]
+
+
+def test_a_missing_graph_file_falls_back_to_the_reference(compiled_home, tmp_path, caplog):
+    import shutil
+
+    home = tmp_path / "copy"
+    shutil.copytree(compiled_home, home)
+    [folder] = StoreLayout.from_settings(MabillonSettings(home=home)).encoders.subfolders()
+    (folder.local_path / ce.MODEL).unlink()
+    with caplog.at_level(logging.WARNING, logger="tasks.compiled_encoder"):
+        retriever = opened(home)
+    assert isinstance(encoder_of(retriever), SentenceTransformerEmbedder) and "unreadable" in caplog.text
+
+
+def test_a_failing_compile_never_fails_the_release(tmp_path, monkeypatch, caplog):
+    from flows.release import release
+
+    def broken(embedder, folder):
+        folder.mkdir()
+        (folder / ce.MODEL).write_bytes(b"half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ce, "compile_query_encoder", broken)
+    home = tmp_path / "home"
+    with caplog.at_level(logging.WARNING, logger="tasks.compiled_encoder"):
+        result = release([str(write_records(tmp_path / "e.jsonl", SAMPLE_RECORDS[:1]))], settings=compiling(home))
+    assert result.serving and "not compiled (OSError: disk full)" in caplog.text
+    assert StoreLayout.from_settings(MabillonSettings(home=home)).encoders.subfolders() == []
