@@ -117,8 +117,12 @@ def test_the_parser_child_does_not_inherit_dasks_malloc_trimming(monkeypatch):
     # Dask's nanny sets it in its workers; in an OCR child it cost 19 % more CPU per page
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
     monkeypatch.setenv("MABILLON_SANDBOX_PROBE", "kept")
-    worker = sandbox.Worker.start(SandboxSettings())
+    limits = SandboxSettings()
+    worker = sandbox.Worker.start(limits)
     try:
+        # one answered request first: read during the child's exec, environ can still be empty
+        data = TEXT.encode()
+        worker.run(limits, data, revision_for("a.txt", data, "text/plain"), MabillonSettings())
         environ = Path(f"/proc/{worker.process.pid}/environ").read_bytes().split(b"\0")
     finally:
         worker.stop()
