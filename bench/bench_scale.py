@@ -101,9 +101,9 @@ def synthetic_batches(base: pa.Table, size: int, seed: int, text_noise: float, v
     vectors = np.asarray(base.column("vector").combine_chunks().values.to_numpy(), np.float32).reshape(b, -1)
     doc_codes = np.unique(np.asarray(base.column("doc_id").to_pylist(), object), return_inverse=True)[1]
     n_docs = int(doc_codes.max()) + 1
-    cols = {name: base.column(name).to_pylist() for name in
-            ("chunk_id", "revision_id", "source_id", "doc_id", "corpus", "date", "ordinal",
-             "n_tokens", "char_start", "char_end", "page_start", "page_end", "spans_json", "segmenter")}
+    # Every other column (validity, spans, ...) is copied from the base row, whatever the schema holds.
+    made = {"text", "tenant", "groups", "vector"}
+    cols = {f.name: base.column(f.name).to_pylist() for f in schema if f.name not in made}
     for start in range(0, size, batch_rows):
         rows = np.arange(start, min(size, start + batch_rows))
         src, copy = rows % b, rows // b
@@ -131,7 +131,7 @@ def build(size: int, workdir: Path, base_home: Path, args) -> dict:
     from schemas.indexes import IndexSettings
     from schemas.lineage import chunk_table_schema
     from schemas.settings import MabillonSettings
-    from tasks.query.indexing import index_generation
+    from tasks.query.indexing import LEXICAL_COLUMNS, index_generation
     from tasks.store.lance_store import write_generation_table
     from tasks.store.layout import StoreLayout
     from tasks.store.manifests import read_manifest, write_manifest
@@ -149,7 +149,7 @@ def build(size: int, workdir: Path, base_home: Path, args) -> dict:
 
     def batches():
         for batch in synthetic_batches(base, size, args.seed, args.text_noise, args.vector_noise, schema):
-            kept.append(pa.Table.from_batches([batch]).select(["chunk_id", "text"]))
+            kept.append(pa.Table.from_batches([batch]).select(LEXICAL_COLUMNS))
             yield batch
 
     built = {}
@@ -255,12 +255,12 @@ def measure(home: Path, n_questions: int, overlap: bool) -> dict:
 
 
 def bm25_overlap(r, qs: list[str]) -> float:
-    """Top-10 chunks of the on-disk channel against the in-memory one (`Bm25Index`) for the
-    same principal (run after the RSS reading: the in-memory index is what does not scale)."""
+    """Top-10 chunks of the served on-disk channel (its bounded walk) against the in-memory one
+    (`Bm25Index`, every posting scored) for the same principal (run after the RSS reading: the in-memory index is what does not scale)."""
     from tasks.query.analysis import analyze, question_query
     from tasks.query.bm25 import Bm25Index
     from tasks.query.retriever import _texts
-    from tasks.query.view import top_rows
+    from tasks.query.view import best_rows, top_rows
 
     view = r.view
     ref = Bm25Index.build(list(_texts(view)), view.chunk_ids.to_pylist(), r.params.stem, r.params.char_ngrams)
@@ -268,7 +268,8 @@ def bm25_overlap(r, qs: list[str]) -> float:
     for q in qs:
         query = question_query(q, tuple(r.corpora()), r.params.stem)
         terms = analyze(query, r.params.stem, r.params.char_ngrams)
-        disk = set(top_rows(r.bm25_scores(query), mask, 10)[0].tolist())
+        # the served path: the bounded walk over the on-disk postings (`bm25_top`)
+        disk = set(best_rows(*r.bm25_top(query, mask, 10), 10)[0].tolist())
         mem = set(top_rows(ref.scores(terms, mask, r.params.bm25_k1, r.params.bm25_b), mask, 10)[0].tolist())
         shares.append(len(disk & mem) / max(1, len(mem)))
     return round(float(np.mean(shares)), 4)

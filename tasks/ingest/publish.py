@@ -20,7 +20,7 @@ from tasks.ingest.changes import RunPlan
 from tasks.ingest.chunk import ChunkSpec
 from tasks.ingest.crash_points import crash_point
 from tasks.ingest.merge import Base, StagedGeneration
-from tasks.query.indexing import index_generation
+from tasks.query.indexing import LEXICAL_COLUMNS, index_generation
 from tasks.store.lance_store import write_generation_table
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout
 from tasks.store.integrity import record_digests, verify_generation
@@ -43,7 +43,7 @@ def write_generation(layout: StoreLayout, generation: str, parent: str | None,
     built: list[IndexContract] = []
 
     def prepare(lance_table) -> None:
-        built.append(index_generation(lance_table, staged.chunks.select(["chunk_id", "text"]),
+        built.append(index_generation(lance_table, staged.chunks.select(LEXICAL_COLUMNS),
                                       layout.index_dir(generation), index or IndexSettings(),
                                       retrieval or RetrievalSettings()))
     version = write_generation_table(layout, generation, staged.lance_table(), prepare)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from schemas.indexes import IndexSettings
 from schemas.retrieval import RetrievalSettings
 from tasks.ops.redact import needles_for, redact_records
-from tasks.query.indexing import index_generation
+from tasks.query.indexing import LEXICAL_COLUMNS, index_generation
 from tasks.store.atomic import atomic_write_text
 from tasks.store.lance_store import delete_generation_tag, prune_untagged_versions, rewrite_generation_table
 from tasks.store.layout import StoreLayout
@@ -143,7 +143,7 @@ def purge_documents(layout: StoreLayout, doc_ids: set[str]) -> PurgeReport:
 
         def reindex(lance_table, rows: pa.Table, like=contract, gen=gen) -> None:
             if like is not None:  # same algorithm and parameters as the manifest records
-                rebuilt.append(index_generation(lance_table, rows.select(["chunk_id", "text"]),
+                rebuilt.append(index_generation(lance_table, rows.select(LEXICAL_COLUMNS),
                                                 layout.index_dir(gen), IndexSettings(),
                                                 RetrievalSettings(), like=like))
         before, after = rewrite_generation_table(

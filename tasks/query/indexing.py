@@ -18,6 +18,7 @@ from schemas.indexes import DenseIndex, IndexContract, IndexSettings, LexicalInd
 from schemas.retrieval import RetrievalSettings
 from tasks.query.analysis import analyzer_id
 from tasks.query.lexical_index import build_index
+from tasks.query.view import access_of
 from tasks.store.location import Location
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,7 @@ def lexical_folder(index_dir: Location, stem: bool, ngrams: int) -> Location:
 
 def index_generation(lance_table, chunks: pa.Table, index_dir: Location, index: IndexSettings,
                      retrieval: RetrievalSettings, like: IndexContract | None = None) -> IndexContract:
-    """Indexes for a freshly written version (`chunks`: its chunk_id and text columns, in row
-    order). With `like`, the same algorithm and parameters as a previous contract."""
+    """Indexes for a freshly written version (`chunks`: its LEXICAL_COLUMNS, in row order). With `like`, the same algorithm and parameters as a previous contract."""
     dense = build_dense(lance_table, chunks.num_rows, index, like.dense if like else None)
     stem, ngrams = ((like.lexical.stem, like.lexical.char_ngrams) if like and like.lexical
                     else (retrieval.stem, retrieval.char_ngrams))
@@ -47,10 +47,17 @@ def index_generation(lance_table, chunks: pa.Table, index_dir: Location, index: 
     return IndexContract(dense=dense, lexical=lexical)
 
 
+LEXICAL_COLUMNS = ["chunk_id", "text", "tenant", "groups"]
+
+
 def build_lexical(index_dir: Location, chunks: pa.Table, stem: bool, ngrams: int) -> LexicalIndex:
+    """The postings of `chunks` (LEXICAL_COLUMNS; without tenant and groups the index has one
+    access class, exact but slower for restricted principals)."""
     folder = lexical_folder(index_dir, stem, ngrams)
     texts = (t for batch in chunks.column("text").chunks for t in batch.to_pylist())
-    info = build_index(folder, texts, chunks.column("chunk_id"), stem=stem, ngrams=ngrams)
+    row_class = (access_of(chunks)[0] if {"tenant", "groups"} <= set(chunks.column_names) else None)
+    info = build_index(folder, texts, chunks.column("chunk_id"), stem=stem, ngrams=ngrams,
+                       row_class=row_class)
     log.info("lexical index %s: %d rows, %d terms, %d postings in %.1f s", folder, info.rows,
              info.terms, info.postings, info.build_s)
     return LexicalIndex(analyzer=analyzer_id(stem, ngrams), stem=stem, char_ngrams=ngrams,

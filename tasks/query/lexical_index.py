@@ -16,6 +16,17 @@ sees a complete index or none), read through the warehouse Location (local disk 
   Only these are held in memory: 20 bytes per term and 4 per row.
 - `tokens.parquet`: the folded word tokens of the texts (``=`` terms, not scored) and their
   columns, so exact substring search can narrow its candidates without holding any text.
+- `row_class.npy` (int32 per row, held in memory), `term_stats.bin` (per term: its range in
+  `class_df.bin`, its largest tf and the shortest row holding it) and `class_df.bin` (per term
+  and access class, the rows of that class holding it): what lets a query know each term's
+  document frequency *over the principal's rows* before reading its postings, and so skip most
+  of them (`top`). Indexes written before these files are scored exhaustively.
+
+Why the statistics stay per principal and what that costs: document frequencies are a sum over
+the access classes the principal's rows fall in, corrected for the rows of those classes it may
+not see (tombstoned, outside their validity): a forbidden chunk still shifts no score. The
+correction reads the postings of a term only where those rows are many (then the term is counted
+exhaustively, as before).
 
 Row numbers are positions in the generation's Lance table version; `chunk_digest` ties the
 index to that row order.
@@ -44,7 +55,13 @@ from tasks.store.location import Location
 log = logging.getLogger(__name__)
 
 FORMAT = "postings-v1"
+PRUNING = "class-df-v1"  # the optional files that let `top` skip postings
 ROW, TF = np.dtype("<i4"), np.dtype("<u2")
+TERM_STATS = np.dtype([("lo", "<i8"), ("hi", "<i8"), ("minlen", "<f4"), ("maxtf", "<u2"), ("pad", "<u2")])
+CLASS_DF = np.dtype([("cls", "<i4"), ("n", "<i4")])
+# Rows a principal may not see inside its own access classes, above which document frequencies
+# are counted on the postings rather than corrected by lookups
+MAX_CORRECTED_ROWS = 65_536
 TOKEN_PREFIX = "="  # exact folded word tokens (substring candidates); never a BM25 term
 
 
@@ -113,8 +130,13 @@ class _Builder:
 
 
 def build_index(folder: Location, texts: Iterable[str], chunk_ids: pa.Array | pa.ChunkedArray,
-                stem: bool = True, ngrams: int = 0, progress=None) -> LexicalBuild:
-    """Analyse every text once and write the index files under `folder`."""
+                stem: bool = True, ngrams: int = 0, progress=None,
+                row_class: np.ndarray | None = None) -> LexicalBuild:
+    """Analyse every text once and write the index files under `folder`.
+
+    `row_class` (int per row, negative for rows without a policy) groups rows by access class
+    (`view.access_of`); without it every row is one class, which stays exact but makes the
+    document frequencies of a restricted principal a count over the postings."""
     started = time.perf_counter()
     builder = _Builder(stem, ngrams)
     for n, text in enumerate(texts, 1):
@@ -143,14 +165,64 @@ def build_index(folder: Location, texts: Iterable[str], chunk_ids: pa.Array | pa
                       ("lengths", lengths)):
         size += _write_npy(folder / f"{name}.npy", arr)
     (folder / "tokens.parquet").write_parquet(tokens)
+    classes = _dense_classes(row_class, csc.shape[0])
+    stats, class_df = _term_statistics(csc, classes, lengths)
+    size += _write_array(folder / "term_stats.bin", stats)
+    size += _write_array(folder / "class_df.bin", class_df)
+    size += _write_npy(folder / "row_class.npy", classes)
     info = LexicalBuild(rows=csc.shape[0], terms=csc.shape[1], postings=int(csc.nnz),
                      size_bytes=size, chunk_digest=chunk_digest(chunk_ids),
                      build_s=round(time.perf_counter() - started, 3))
     meta = {"format": FORMAT, "analyzer": analyzer_id(stem, ngrams), "stem": stem, "char_ngrams": ngrams,
             "rows": info.rows, "terms": info.terms, "postings": info.postings,
-            "chunk_digest": info.chunk_digest, "build_s": info.build_s}
+            "chunk_digest": info.chunk_digest, "build_s": info.build_s, "pruning": PRUNING,
+            "classes": int(classes.max()) + 1 if classes.size else 0}
     (folder / "meta.json").write_text(json.dumps(meta))
     return info
+
+
+def _dense_classes(row_class: np.ndarray | None, rows: int) -> np.ndarray:
+    """Access classes renumbered 0..C-1, rows without a policy one class of their own."""
+    if row_class is None:
+        return np.zeros(rows, np.int32)
+    row_class = np.asarray(row_class)
+    if row_class.size != rows:
+        raise ValueError(f"{row_class.size} access classes for {rows} rows")
+    _, dense = np.unique(np.where(row_class < 0, -1, row_class), return_inverse=True)
+    return dense.astype(np.int32)
+
+
+def _term_statistics(csc: sp.csc_matrix, classes: np.ndarray, lengths: np.ndarray,
+                     step: int = 1 << 24) -> tuple[np.ndarray, np.ndarray]:
+    """Per term: rows holding it per access class, its largest tf, its shortest row (the bound
+    of its BM25 contribution). Walked in slices of whole terms, so memory stays a few slices."""
+    terms = csc.shape[1]
+    indptr = csc.indptr
+    stats = np.zeros(terms, TERM_STATS)
+    pieces, offset, start = [], 0, 0
+    n_classes = int(classes.max()) + 1 if classes.size else 1
+    while start < terms:
+        stop = max(int(np.searchsorted(indptr, indptr[start] + step, side="right")) - 1, start + 1)
+        stop = min(stop, terms)
+        lo, hi = int(indptr[start]), int(indptr[stop])
+        rows = csc.indices[lo:hi]
+        counts = np.diff(indptr[start:stop + 1])
+        term = np.repeat(np.arange(start, stop, dtype=np.int64), counts)
+        key, n = np.unique(term * n_classes + classes[rows], return_counts=True)
+        owner = key // n_classes
+        bounds = np.searchsorted(owner, np.arange(start, stop + 1))
+        stats["lo"][start:stop] = offset + bounds[:-1]
+        stats["hi"][start:stop] = offset + bounds[1:]
+        starts = (indptr[start:stop] - lo)[counts > 0]
+        nonempty = np.flatnonzero(counts > 0) + start
+        stats["maxtf"][nonempty] = np.maximum.reduceat(csc.data[lo:hi], starts)
+        stats["minlen"][nonempty] = np.minimum.reduceat(lengths[rows], starts)
+        piece = np.zeros(key.size, CLASS_DF)
+        piece["cls"], piece["n"] = key % n_classes, n
+        pieces.append(piece)
+        offset += key.size
+        start = stop
+    return stats, (np.concatenate(pieces) if pieces else np.zeros(0, CLASS_DF))
 
 
 def _write_npy(location: Location, arr: np.ndarray) -> int:
@@ -182,6 +254,10 @@ class PostingsIndex:
         self._tf = folder.fs.open_input_file((folder / "tf.bin").path)
         self._tokens: pa.Table | None = None
         self._lock = threading.Lock()
+        self.row_class: np.ndarray | None = None
+        self._stats_file = self._class_df = None
+        self._mapped: tuple[np.ndarray, np.ndarray] | None = None
+        self._excluded: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     @classmethod
     def open(cls, folder: Location) -> "PostingsIndex":
@@ -195,7 +271,27 @@ class PostingsIndex:
         sizes = (index._rows.size(), index._tf.size())
         if sizes != (nnz * ROW.itemsize, nnz * TF.itemsize) or index.lengths.size != meta["rows"]:
             raise ValueError(f"{folder}: postings files hold {sizes} bytes, expected {nnz} postings")
+        if meta.get("pruning") == PRUNING:
+            index._open_pruning()
         return index
+
+    def _open_pruning(self) -> None:
+        folder = self.folder
+        self.row_class = np.load(io.BytesIO((folder / "row_class.npy").read_bytes()), allow_pickle=False)
+        self._stats_file = folder.fs.open_input_file((folder / "term_stats.bin").path)
+        self._class_df = folder.fs.open_input_file((folder / "class_df.bin").path)
+        terms = self.indptr.size - 1
+        if self.row_class.size != self.rows or self._stats_file.size() != terms * TERM_STATS.itemsize:
+            raise ValueError(f"{self.folder}: access-class statistics do not match the postings")
+        if folder.is_local:
+            # memory-mapped postings: a lookup of a few rows in a long list touches a few pages
+            nnz = int(self.indptr[-1])
+            self._mapped = (np.memmap((folder / "rows.bin").local_path, ROW, "r", shape=(nnz,)) if nnz else np.zeros(0, ROW),
+                            np.memmap((folder / "tf.bin").local_path, TF, "r", shape=(nnz,)) if nnz else np.zeros(0, TF))
+
+    @property
+    def prunable(self) -> bool:
+        return self.row_class is not None
 
     @property
     def rows(self) -> int:
@@ -223,6 +319,112 @@ class PostingsIndex:
         rows = np.frombuffer(self._rows.read_at((hi - lo) * ROW.itemsize, lo * ROW.itemsize), ROW)
         tfs = np.frombuffer(self._tf.read_at((hi - lo) * TF.itemsize, lo * TF.itemsize), TF) if tf else None
         return rows, tfs
+
+    def _postings_view(self, column: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and tfs of one term without reading them (mapped) where the index is local."""
+        if self._mapped is None:
+            return self.postings(column)
+        lo, hi = int(self.indptr[column]), int(self.indptr[column + 1])
+        return np.asarray(self._mapped[0][lo:hi]), np.asarray(self._mapped[1][lo:hi])
+
+    def _term_record(self, column: int) -> np.void:
+        raw = self._stats_file.read_at(TERM_STATS.itemsize, column * TERM_STATS.itemsize)
+        return np.frombuffer(raw, TERM_STATS)[0]
+
+    def _hidden_rows(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(classes the mask's rows fall in, the rows of those classes outside the mask)."""
+        with self._lock:
+            cached = self._excluded.get(id(mask))
+            if cached is not None and cached[0] is mask:
+                return cached[1], cached[2]
+        n_classes = max(int(self.meta.get("classes", 0)), 1)
+        allowed = np.zeros(n_classes, bool)
+        allowed[np.unique(self.row_class[mask])] = True
+        hidden = np.flatnonzero(allowed[self.row_class] & ~mask).astype(ROW)
+        with self._lock:  # a few principals' masks at once (a served process asks for many)
+            if len(self._excluded) >= 8:
+                self._excluded.pop(next(iter(self._excluded)))
+            self._excluded[id(mask)] = (mask, allowed, hidden)
+        return allowed, hidden
+
+    def document_frequency(self, column: int, record: np.void, mask: np.ndarray) -> int:
+        """Rows under `mask` holding the term: per-class counts of the mask's classes, less the
+        rows of those classes the mask leaves out (looked up, or counted where they are many)."""
+        allowed, hidden = self._hidden_rows(mask)
+        lo, hi = int(record["lo"]), int(record["hi"])
+        if hi <= lo:
+            return 0
+        per_class = np.frombuffer(self._class_df.read_at((hi - lo) * CLASS_DF.itemsize,
+                                                         lo * CLASS_DF.itemsize), CLASS_DF)
+        df = int(per_class["n"][allowed[per_class["cls"]]].sum())
+        if hidden.size == 0 or df == 0:
+            return df
+        rows, _ = self._postings_view(column)
+        if hidden.size > MAX_CORRECTED_ROWS:
+            return _count_allowed(rows, mask)
+        return df - _count_sorted_hits(rows, hidden)
+
+    def top(self, query_terms: list[str], mask: np.ndarray, target: np.ndarray, k: int,
+            k1: float = 1.2, b: float = 0.75, stats: tuple[int, float] | None = None,
+            doc_codes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Rows under `target` (⊆ `mask`) with their exact BM25 (statistics of `mask`), holding
+        at least the k best rows — or, with `doc_codes`, the best row of each of the k best
+        documents (max-pooled). Not every matching row: the others score below those.
+
+        Terms go by their largest possible contribution. Rare terms are read whole; once what
+        the remaining terms could add to a row not yet seen cannot reach the k-th best score,
+        they are looked up only for the rows that can still enter the top (a safe early stop:
+        the k best are the same as exhaustive scoring's, to float rounding)."""
+        n, avgdl = stats or self.statistics(mask)
+        if n == 0 or not query_terms or k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        if not self.prunable:
+            scores = self.scores(query_terms, mask, k1, b, (n, avgdl))
+            rows = np.flatnonzero(target & (scores > 0))
+            return rows, scores[rows]
+        terms, qtf = np.unique(query_terms, return_counts=True)
+        plan = []
+        for col, q in zip(self.column_of(terms.tolist()).tolist(), qtf.tolist()):
+            if col < 0:
+                continue
+            record = self._term_record(col)
+            df = self.document_frequency(col, record, mask)
+            if df == 0:
+                continue
+            weight = q * float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+            t = float(record["maxtf"])
+            bound = weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * float(record["minlen"]) / avgdl))
+            plan.append((bound, col, weight))
+        plan.sort(key=lambda p: (-p[0], p[1]))
+        rest = np.cumsum([p[0] for p in plan][::-1])[::-1].tolist() + [0.0]
+        acc = np.zeros(self.rows, np.float32)
+        touched = np.empty(self.rows, np.int64)
+        seen = 0
+        n_docs = int(doc_codes.max()) + 1 if doc_codes is not None and doc_codes.size else 0
+        stop = len(plan)
+        for i, (_, col, weight) in enumerate(plan):
+            length = int(self.indptr[col + 1] - self.indptr[col])
+            if i and length >= max(4096, seen // 4) and seen >= k:
+                theta = _threshold(acc, touched[:seen], k, doc_codes, n_docs)
+                if _cannot_reach(rest[i], theta):
+                    stop = i
+                    break
+            rows, tf = self._postings_view(col)
+            seen = _accumulate_new(rows, tf, target, self.lengths, acc, weight, k1, b, avgdl,
+                                   touched, seen)
+        rows = np.sort(touched[:seen])
+        if stop == len(plan):
+            return rows, acc[rows]
+        theta = _threshold(acc, rows, k, doc_codes, n_docs)
+        rows = rows[~_cannot_reach(rest[stop] + acc[rows], theta)]
+        for i in range(stop, len(plan)):
+            _, col, weight = plan[i]
+            postings, tf = self._postings_view(col)
+            _add_where_held(postings, tf, rows, self.lengths, acc, weight, k1, b, avgdl)
+            if rows.size > 4 * k:  # fewer rows can still enter the top as the rest shrinks
+                theta = max(theta, _threshold(acc, rows, k, doc_codes, n_docs))
+                rows = rows[~_cannot_reach(rest[i + 1] + acc[rows], theta)]
+        return rows, acc[rows]
 
     def statistics(self, mask: np.ndarray) -> tuple[int, float]:
         """(allowed rows, their average length): BM25's corpus statistics for this mask."""
@@ -292,3 +494,107 @@ def _accumulate(rows, tf, mask, lengths, out, weight, k1, b, avgdl):  # pragma: 
         if mask[r]:
             t = np.float32(tf[i])
             out[r] += weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * lengths[r] / avgdl))
+
+
+def _cannot_reach(bound, theta: float):
+    """`bound` < `theta` with room for float32 rounding (a kept row costs a lookup; a dropped
+    one that belonged would change the answer)."""
+    return np.asarray(bound) * (1.0 + 1e-4) + 1e-4 < theta
+
+
+def _threshold(acc: np.ndarray, rows: np.ndarray, k: int, doc_codes: np.ndarray | None,
+               n_docs: int) -> float:
+    """The k-th best partial score among `rows` (of their documents, max-pooled, with
+    `doc_codes`): a lower bound of the final k-th best; 0 while fewer than k are known."""
+    if doc_codes is None:
+        if rows.size < k:
+            return 0.0
+        return float(np.partition(acc[rows], rows.size - k)[rows.size - k])
+    best = _doc_maxima(rows, acc, doc_codes, n_docs)
+    if best.size < k:
+        return 0.0
+    return float(np.partition(best, best.size - k)[best.size - k])
+
+
+@njit(cache=True, nogil=True)
+def _doc_maxima(rows, acc, doc_codes, n_docs):  # pragma: no cover - compiled
+    best = np.zeros(n_docs, np.float32)
+    docs = np.empty(rows.size, np.int64)
+    count = 0
+    for r in rows:
+        d = doc_codes[r]
+        if best[d] == 0.0:
+            docs[count] = d
+            count += 1
+        if acc[r] > best[d]:
+            best[d] = acc[r]
+    out = np.empty(count, np.float32)
+    for i in range(count):
+        out[i] = best[docs[i]]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _accumulate_new(rows, tf, mask, lengths, out, weight, k1, b, avgdl, touched, seen):  # pragma: no cover - compiled
+    """`_accumulate`, recording rows scored for the first time in `touched` (a contribution is
+    never 0: idf and tf are positive)."""
+    for i in range(rows.size):
+        r = rows[i]
+        if mask[r]:
+            if out[r] == 0.0:
+                touched[seen] = r
+                seen += 1
+            t = np.float32(tf[i])
+            out[r] += weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * lengths[r] / avgdl))
+    return seen
+
+
+@njit(cache=True, nogil=True)
+def _add_where_held(rows, tf, wanted, lengths, out, weight, k1, b, avgdl):  # pragma: no cover - compiled
+    """Add the term's contribution to the `wanted` rows (ascending) that hold it: a galloping
+    search through its ascending rows, so a long list is touched only near the wanted rows."""
+    lo = 0
+    n = rows.size
+    for r in wanted:
+        step = 1
+        hi = lo
+        while hi < n and rows[hi] < r:  # gallop to a bracket, then bisect inside it
+            lo = hi + 1
+            hi = lo + step
+            step *= 2
+        if hi > n:
+            hi = n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if rows[mid] < r:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo >= n:
+            return
+        if rows[lo] == r:
+            t = np.float32(tf[lo])
+            out[r] += weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * lengths[r] / avgdl))
+
+
+@njit(cache=True, nogil=True)
+def _count_sorted_hits(rows, wanted):  # pragma: no cover - compiled
+    """How many of the `wanted` rows (ascending) the ascending `rows` hold."""
+    i = 0
+    count = 0
+    n = rows.size
+    for r in wanted:
+        lo = i
+        hi = n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if rows[mid] < r:
+                lo = mid + 1
+            else:
+                hi = mid
+        i = lo
+        if i >= n:
+            break
+        if rows[i] == r:
+            count += 1
+    return count

@@ -34,7 +34,7 @@ from tasks.query.indexing import has_dense_index, lexical_folder
 from tasks.query.lexical_index import PostingsIndex, build_index, chunk_digest
 from tasks.query.substring import candidate_rows, normalize, occurrence_counts
 from tasks.query.temporal import decay_scores
-from tasks.query.view import GenerationView, first_rows, max_pool, top_rows
+from tasks.query.view import GenerationView, best_rows, first_rows, max_pool, top_rows
 from tasks.store.location import Location, open_location
 
 log = logging.getLogger(__name__)
@@ -209,11 +209,22 @@ class Retriever:
             return self._stats[1]
 
     def bm25_scores(self, query: str) -> np.ndarray:
-        """BM25 of every row (0 outside the allowed set), statistics of the allowed set."""
+        """BM25 of every row (0 outside the allowed set), statistics of the allowed set: every
+        posting of every term read (the reference of `bm25_top`, and for tools that need it)."""
         terms = analyze(query, stem=self.params.stem, ngrams=self.params.char_ngrams)
         index, mask = self.lexical(), self._allowed
         return index.scores(terms, mask, self.params.bm25_k1, self.params.bm25_b,
                             stats=self._statistics(index, mask))
+
+    def bm25_top(self, query: str, target: np.ndarray, k: int,
+                 docs: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Rows under `target` with their BM25 (statistics of the allowed set), holding the k
+        best rows, or with `docs` the best rows of the k best documents; the rest score lower."""
+        terms = analyze(query, stem=self.params.stem, ngrams=self.params.char_ngrams)
+        index, mask = self.lexical(), self._allowed
+        return index.top(terms, mask, target & mask, k, self.params.bm25_k1, self.params.bm25_b,
+                         stats=self._statistics(index, mask),
+                         doc_codes=self._view.doc_codes if docs else None)
 
     def _dense_rows(self, query: str, limit: int, mask: np.ndarray, corpus: str | None,
                     date_from: str | None, date_to: str | None) -> tuple[np.ndarray, np.ndarray]:
@@ -259,7 +270,7 @@ class Retriever:
     def bm25_chunks(self, query: str, k: int = 50, corpus: str | None = None,
                     date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]:
         mask = self._view.filter_mask(self._allowed, corpus, date_from, date_to)
-        rows, scores = top_rows(self.bm25_scores(query), mask, k)
+        rows, scores = best_rows(*self.bm25_top(query, mask, k), k)
         return self._view.chunk_hits(rows, scores)
 
     def dense_chunks(self, query: str, k: int = 50, corpus: str | None = None,
@@ -273,9 +284,12 @@ class Retriever:
         """Chunks of documents dated in [date_from, date_to]: by BM25 of `query` when given
         (chunks that do not match it follow), else by date, document and position."""
         v = self._view
-        rows = np.flatnonzero(v.filter_mask(self._allowed, corpus, date_from, date_to))
-        scores = (self.bm25_scores(query)[rows] if query and query.strip()
-                  else np.zeros(rows.size, np.float32))
+        target = v.filter_mask(self._allowed, corpus, date_from, date_to)
+        rows = np.flatnonzero(target)
+        scores = np.zeros(rows.size, np.float32)
+        if query and query.strip():  # rows outside the k best need no score: they follow by date
+            scored, values = self.bm25_top(query, target, k)
+            scores[np.searchsorted(rows, scored)] = values
         order = np.lexsort((v.ordinal[rows], v.doc_codes[rows], v.days[rows], -scores))[:k]
         return v.chunk_hits(rows[order], scores[order])
 
@@ -301,9 +315,8 @@ class Retriever:
     # document channels ----------------------------------------------------------------------
     def bm25_docs(self, query: str, k: int = 50, corpus: str | None = None) -> list[DocHit]:
         mask = self._view.filter_mask(self._allowed, corpus)
-        scores = self.bm25_scores(query)
-        rows = np.flatnonzero(mask & (scores > 0))
-        return max_pool(self._view, rows, scores[rows], k)
+        rows, scores = self.bm25_top(query, mask, k, docs=True)
+        return max_pool(self._view, rows, scores, k)
 
     def dense_docs(self, query: str, k: int = 50, corpus: str | None = None) -> list[DocHit]:
         mask = self._view.filter_mask(self._allowed, corpus)
@@ -423,7 +436,8 @@ def _lexical_index(r: "Retriever", stem: bool, ngrams: int) -> PostingsIndex:
         if key not in _LEXICAL:
             _SCRATCH[key] = tempfile.TemporaryDirectory(prefix="mabillon-lexical-")
             folder = open_location(_SCRATCH[key].name)
-            build_index(folder, _texts(view), view.chunk_ids, stem, ngrams)
+            build_index(folder, _texts(view), view.chunk_ids, stem, ngrams,
+                    row_class=view.access_codes)
             _LEXICAL[key] = PostingsIndex.open(folder)
         return _LEXICAL[key]
     folder = lexical_folder(r._index_dir, stem, ngrams)
@@ -445,7 +459,8 @@ def _lexical_index(r: "Retriever", stem: bool, ngrams: int) -> PostingsIndex:
                                        "MABILLON_INDEX__ON_MISSING=exact to rebuild it") from exc
             log.error("%s; rebuilding it from the generation's texts", message)
             r.index_flags.append("lexical_index_rebuilt")
-        build_index(folder, _texts(view), view.chunk_ids, stem, ngrams)
+        build_index(folder, _texts(view), view.chunk_ids, stem, ngrams,
+                    row_class=view.access_codes)
         index = PostingsIndex.open(folder)
     _LEXICAL[key] = index
     return index

@@ -96,7 +96,7 @@ class GenerationView:
                               dtype=np.int32)
         days = np.where(date_codes >= 0, value_days[np.maximum(date_codes, 0)] if value_days.size
                         else NO_DAY, NO_DAY).astype(np.int32)
-        access_codes, access_classes = _access(table)
+        access_codes, access_classes = access_of(table)
         if fetch is None:
             def fetch(rows, columns, _t=table):
                 return _t.select(columns).take(pa.array(rows, pa.int64()))
@@ -218,7 +218,7 @@ class GenerationView:
                       corpus=self.corpus_names[self.corpus_codes[row]], date=self.date_of(row))
 
 
-def _access(table: pa.Table) -> tuple[np.ndarray, list[AccessClass]]:
+def access_of(table: pa.Table) -> tuple[np.ndarray, list[AccessClass]]:
     """Rows grouped by (tenant, groups) as stored; each class keeps one row's actual values, so
     authorization decides on the real metadata, never on a reparsed key."""
     groups = table.column("groups")
@@ -249,6 +249,14 @@ def top_rows(scores: np.ndarray, mask: np.ndarray, k: int) -> tuple[np.ndarray, 
     order = np.lexsort((cand, -scores[cand]))[:k]
     rows = cand[order]
     return rows, scores[rows]
+
+
+def best_rows(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """`top_rows` of candidate rows and their scores (a sparse score vector)."""
+    keep = scores > 0
+    rows, scores = rows[keep], scores[keep]
+    order = np.lexsort((rows, -scores))[:max(k, 0)]
+    return rows[order], scores[order]
 
 
 def max_pool(view: GenerationView, rows: np.ndarray, scores: np.ndarray,
