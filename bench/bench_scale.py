@@ -197,6 +197,7 @@ def measure(home: Path, n_questions: int, overlap: bool) -> dict:
 
     from schemas.retrieval import Principal
     from schemas.settings import MabillonSettings
+    from tasks.query.analysis import question_query
     from tasks.query.dense import DensePlan
     from tasks.query.retriever import Retriever
 
@@ -226,8 +227,16 @@ def measure(home: Path, n_questions: int, overlap: bool) -> dict:
                            index_dir=r._index_dir, contract=r._contract,
                            dense_plan=DensePlan(ann=r.dense_plan.ann, nprobes=r.dense_plan.nprobes,
                                                 refine_factor=r.dense_plan.refine_factor))
-        forced_recalls = []
+        forced_recalls, walk_ms, full_ms = [], [], []
         for q in qs:
+            # the lexical channel alone: the bounded walk against scoring every posting
+            query = question_query(q, tuple(r.corpora()), r.params.stem)
+            t = time.perf_counter()
+            r.bm25_top(query, r.allowed, 50)
+            walk_ms.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            r.bm25_scores(query)
+            full_ms.append((time.perf_counter() - t) * 1000)
             r.query_vector(q)
             t = time.perf_counter()
             got = [h.chunk_id for h in r.dense_chunks(q, k=10)]
@@ -247,7 +256,9 @@ def measure(home: Path, n_questions: int, overlap: bool) -> dict:
             "ann_recall_at_10": round(float(np.mean(recalls)), 4),
             "index_only_recall_at_10": round(float(np.mean(forced_recalls)), 4),
             "dense_top10_ms_p50": {"index": round(statistics.median(ann_ms), 1),
-                                   "exact": round(statistics.median(exact_ms), 1)}})
+                                   "exact": round(statistics.median(exact_ms), 1)},
+            "bm25_top50_ms_p50": {"bounded": round(statistics.median(walk_ms), 1),
+                                  "exhaustive": round(statistics.median(full_ms), 1)}})
     out["rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     if overlap:
         out["bm25_overlap_at_10"] = bm25_overlap(first, qs)
