@@ -23,6 +23,10 @@ from tasks.store.location import Location
 
 log = logging.getLogger(__name__)
 
+# What the lexical index is built from: the texts, and the access columns its per-class
+# document frequencies are counted by.
+LEXICAL_COLUMNS = ["chunk_id", "text", "tenant", "groups"]
+
 ANN_NAME = "vector_ann"
 # PQ trains 256 centroids per sub-vector (8 bits); a smaller table (an index forced on a
 # sample, as the tests do) gets 4-bit codes and one partition.
@@ -39,15 +43,13 @@ def lexical_folder(index_dir: Location, stem: bool, ngrams: int) -> Location:
 
 def index_generation(lance_table, chunks: pa.Table, index_dir: Location, index: IndexSettings,
                      retrieval: RetrievalSettings, like: IndexContract | None = None) -> IndexContract:
-    """Indexes for a freshly written version (`chunks`: its LEXICAL_COLUMNS, in row order). With `like`, the same algorithm and parameters as a previous contract."""
+    """Indexes for a freshly written version (`chunks`: its LEXICAL_COLUMNS, in row order).
+    With `like`, the same algorithm and parameters as a previous contract."""
     dense = build_dense(lance_table, chunks.num_rows, index, like.dense if like else None)
     stem, ngrams = ((like.lexical.stem, like.lexical.char_ngrams) if like and like.lexical
                     else (retrieval.stem, retrieval.char_ngrams))
     lexical = build_lexical(index_dir, chunks, stem, ngrams)
     return IndexContract(dense=dense, lexical=lexical)
-
-
-LEXICAL_COLUMNS = ["chunk_id", "text", "tenant", "groups"]
 
 
 def build_lexical(index_dir: Location, chunks: pa.Table, stem: bool, ngrams: int) -> LexicalIndex:

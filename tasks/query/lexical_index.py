@@ -550,6 +550,18 @@ def _accumulate_new(rows, tf, mask, lengths, out, weight, k1, b, avgdl, touched,
 
 
 @njit(cache=True, nogil=True)
+def _lower_bound(rows, r, lo, hi):  # pragma: no cover - compiled
+    """The first position in rows[lo:hi] (ascending) whose row is not below `r`."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if rows[mid] < r:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
 def _add_where_held(rows, tf, wanted, lengths, out, weight, k1, b, avgdl):  # pragma: no cover - compiled
     """Add the term's contribution to the `wanted` rows (ascending) that hold it: a galloping
     search through its ascending rows, so a long list is touched only near the wanted rows."""
@@ -562,14 +574,7 @@ def _add_where_held(rows, tf, wanted, lengths, out, weight, k1, b, avgdl):  # pr
             lo = hi + 1
             hi = lo + step
             step *= 2
-        if hi > n:
-            hi = n
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if rows[mid] < r:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = _lower_bound(rows, r, lo, min(hi, n))
         if lo >= n:
             return
         if rows[lo] == r:
@@ -584,15 +589,7 @@ def _count_sorted_hits(rows, wanted):  # pragma: no cover - compiled
     count = 0
     n = rows.size
     for r in wanted:
-        lo = i
-        hi = n
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if rows[mid] < r:
-                lo = mid + 1
-            else:
-                hi = mid
-        i = lo
+        i = _lower_bound(rows, r, i, n)
         if i >= n:
             break
         if rows[i] == r:

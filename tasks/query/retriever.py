@@ -437,7 +437,7 @@ def _lexical_index(r: "Retriever", stem: bool, ngrams: int) -> PostingsIndex:
             _SCRATCH[key] = tempfile.TemporaryDirectory(prefix="mabillon-lexical-")
             folder = open_location(_SCRATCH[key].name)
             build_index(folder, _texts(view), view.chunk_ids, stem, ngrams,
-                    row_class=view.access_codes)
+                        row_class=view.access_codes)
             _LEXICAL[key] = PostingsIndex.open(folder)
         return _LEXICAL[key]
     folder = lexical_folder(r._index_dir, stem, ngrams)
