@@ -171,6 +171,11 @@ def build(size: int, workdir: Path, base_home: Path, args) -> dict:
         digest="synthetic", diff=DiffSummary(), run=RunCounts(), segmenter=base_manifest.segmenter,
         indexes=contract))
     switch_routing(layout, "g0001", base_manifest.space_id, "publish", "bench_scale")
+    # The query encoder a real release compiles for its space (tasks/compiled_encoder.py) comes
+    # with the home it serves from: served questions are embedded by it, not by torch.
+    base_encoders = StoreLayout.from_settings(MabillonSettings(home=base_home)).encoders
+    if Path(str(base_encoders)).is_dir():
+        shutil.copytree(str(base_encoders), str(layout.encoders), dirs_exist_ok=True)
     lance_dir = home / "warehouse" / "lance"
     indices = lance_dir / "chunks.lance" / "_indices"
     total_index = folder_bytes(indices)
@@ -226,7 +231,10 @@ def measure(home: Path, n_questions: int, overlap: bool) -> dict:
                            embed_queries=r._embed_queries, principal=r.principal, retrieval=r.params,
                            index_dir=r._index_dir, contract=r._contract,
                            dense_plan=DensePlan(ann=r.dense_plan.ann, nprobes=r.dense_plan.nprobes,
-                                                refine_factor=r.dense_plan.refine_factor))
+                                                refine_factor=r.dense_plan.refine_factor,
+                                                refine_rows=r.dense_plan.refine_rows,
+                                                partitions=r.dense_plan.partitions,
+                                                rows=r.dense_plan.rows))
         forced_recalls, walk_ms, full_ms = [], [], []
         for q in qs:
             # the lexical channel alone: the bounded walk against scoring every posting

@@ -32,6 +32,11 @@ class IndexSettings(BaseModel):
     # full vectors, which is what lifts SQ's 0.98 to 1.00 on near-duplicate neighbourhoods.
     nprobes: int = 24
     refine_factor: int = 10
+    # ... but never more re-ranked candidates than max(limit, refine_rows): the dense document
+    # channel asks for `dense_candidates` (1000) chunks to max-pool, and re-ranking 10 x 1000
+    # full vectors was two thirds of its time at 100k for no change in its documents
+    # (docs/benchmarks.md, "The query side at scale").
+    refine_rows: int = 1000
     # With an ANN index, a principal (or a filter) that sees at most this many rows gets an
     # exact search over exactly those rows: cheap at that size, and IVF partitions hold few
     # allowed rows under a narrow filter. 0: always the index.

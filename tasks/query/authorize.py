@@ -90,8 +90,10 @@ def allowed_where(principal: Principal, excluded_doc_ids: Iterable[str] = ()) ->
     """The same policy as a LanceDB/DataFusion filter, for `.where(..., prefilter=True)`."""
     check_principal(principal)
     groups = ", ".join(sql_literal(g) for g in principal.groups)
-    clause = (f"tenant = {sql_literal(principal.tenant)} AND groups IS NOT NULL "
-              f"AND array_has_any(groups, [{groups}])")
+    # No `groups IS NOT NULL`: array_has_any of a null list is null, which no filter keeps, and
+    # that clause is one the scalar index cannot answer: LanceDB then read every row id of the
+    # generation to build the prefilter (55 ms a query at a million chunks).
+    clause = f"tenant = {sql_literal(principal.tenant)} AND array_has_any(groups, [{groups}])"
     excluded = sorted(set(excluded_doc_ids))
     if excluded:
         clause += f" AND doc_id NOT IN ({', '.join(sql_literal(d) for d in excluded)})"

@@ -7,6 +7,7 @@ a filter that leaves few rows is searched exactly over those rows (`exact_below_
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,9 +23,26 @@ class DensePlan:
     nprobes: int = 24
     refine_factor: int = 4
     exact_below_allowed: int = 0
+    refine_rows: int = 1000
+    partitions: int = 0  # IVF partitions of the index (0: unknown)
+    rows: int = 0  # rows the index was built over
 
     def use_index(self, allowed_rows: int) -> bool:
         return self.ann and allowed_rows > self.exact_below_allowed
+
+    def probes_for(self, allowed_rows: int) -> int:
+        """Partitions to probe: `nprobes` when every row is allowed; under a filter that keeps a
+        share s of the rows, nprobes / s, so the probes meet as many allowed candidates as an
+        unfiltered search does (never more than the partitions there are)."""
+        if self.partitions <= 0 or self.rows <= 0 or allowed_rows >= self.rows:
+            return self.nprobes
+        scaled = math.ceil(self.nprobes * self.rows / max(1, allowed_rows))
+        return max(self.nprobes, min(self.partitions, scaled))
+
+    def refine_for(self, limit: int) -> int:
+        """The refine factor for a search of `limit` rows: `refine_factor`, capped so that at
+        most max(limit, refine_rows) candidates are re-ranked on their full vectors."""
+        return max(1, min(self.refine_factor, self.refine_rows // max(1, limit)))
 
 
 def filter_clause(allowed_where: str, corpus: str | None = None, date_from: str | None = None,
@@ -45,14 +63,23 @@ def search(lance_table, vector: np.ndarray, where: str, limit: int, plan: DenseP
     """Lance `_rowid`s and cosine similarities of the `limit` nearest allowed rows, best first."""
     if limit <= 0:
         return np.zeros(0, np.uint64), np.zeros(0, dtype=np.float32)
-    query = (lance_table.search(vector.astype(np.float32), vector_column_name="vector")
-             .metric("cosine").where(where, prefilter=True).select([]).with_row_id(True)
-             .limit(limit))
-    if plan.use_index(allowed_rows):
-        # maximum_nprobes 0: keep probing partitions until `limit` allowed rows are found
-        query = query.nprobes(plan.nprobes).maximum_nprobes(0).refine_factor(plan.refine_factor)
+    # `select([])` is no projection at all (every column, texts and vectors, for each of
+    # the `limit` rows: most of the dense document channel's time); only ids and distances.
+    def query():
+        return (lance_table.search(vector.astype(np.float32), vector_column_name="vector")
+                .metric("cosine").where(where, prefilter=True).select(["_rowid"]).with_row_id(True)
+                .limit(limit))
+
+    if not plan.use_index(allowed_rows):
+        res = query().bypass_vector_index().to_arrow()
     else:
-        query = query.bypass_vector_index()
-    res = query.to_arrow()
+        refine = plan.refine_for(limit)
+        # No maximum_nprobes(0) up front: LanceDB 0.40 then probes *every* partition, whether
+        # or not the first ones hold `limit` allowed rows (an SQ scan of the whole generation).
+        res = query().nprobes(plan.probes_for(allowed_rows)).refine_factor(refine).to_arrow()
+        if res.num_rows < min(limit, allowed_rows):
+            # the probed partitions held too few allowed rows: probe on until `limit` are found
+            res = query().nprobes(plan.probes_for(allowed_rows)).maximum_nprobes(0) \
+                .refine_factor(refine).to_arrow()
     sims = 1.0 - res.column("_distance").to_numpy().astype(np.float32)
     return res.column("_rowid").to_numpy().astype(np.uint64), sims

@@ -409,6 +409,9 @@ def _dense_plan(generation: str, table, contract: IndexContract | None,
     if has_dense_index(table, contract.dense):
         return dense_mod.DensePlan(ann=True, nprobes=settings.nprobes,
                                    refine_factor=settings.refine_factor,
+                                   refine_rows=settings.refine_rows,
+                                   partitions=int(contract.dense.params.get("num_partitions", 0)),
+                                   rows=contract.dense.rows,
                                    exact_below_allowed=settings.exact_below_allowed), []
     message = (f"generation {generation}: its {contract.dense.algorithm} vector index "
                f"{contract.dense.name!r} is missing from the Lance version")

@@ -51,18 +51,27 @@ def test_principals_that_cannot_be_expressed_safely_are_refused(bad):
 def test_where_clause_and_mask_select_the_same_rows(tmp_path):
     import lancedb
 
-    t = table(["t1", "t1", "t2", None, "t1", "t1"],
-              [["public"], ["secret"], ["public"], ["public"], [], ["staff", "z"]],
-              docs=["a", "b", "c", "d", "e", "f"])
-    t = t.append_column("vector", pa.array([[float(i), 1.0] for i in range(6)],
+    from tasks.query.indexing import _scalar_indexes
+
+    t = table(["t1", "t1", "t2", None, "t1", "t1", "t1", "t1"],
+              [["public"], ["secret"], ["public"], ["public"], [], ["staff", "z"], None, [None]],
+              docs=["a", "b", "c", "d", "e", "f", "g", "h"])
+    t = t.append_column("vector", pa.array([[float(i), 1.0] for i in range(8)],
                                            pa.list_(pa.float32(), 2)))
+    for t_extra in ("corpus", "date"):
+        t = t.append_column(t_extra, pa.array(["c"] * 8))
     lt = lancedb.connect(str(tmp_path)).create_table("c", t)
-    for excluded in (set(), {"f"}):
-        where = allowed_where(P, excluded)
-        got = set(lt.search(np.array([1.0, 1.0], np.float32)).where(where, prefilter=True)
-                  .limit(100).to_arrow().column("chunk_id").to_pylist())
-        mask = allowed_mask(t, P, excluded)
-        assert got == {c for c, m in zip(t.column("chunk_id").to_pylist(), mask) if m}
+    # as published (the filter is answered from the scalar indexes) and as a plain scan
+    for indexed in (False, True):
+        if indexed:
+            _scalar_indexes(lt)
+        for excluded in (set(), {"f"}):
+            where = allowed_where(P, excluded)
+            got = set(lt.search(np.array([1.0, 1.0], np.float32)).where(where, prefilter=True)
+                      .limit(100).to_arrow().column("chunk_id").to_pylist())
+            mask = allowed_mask(t, P, excluded)
+            assert got == {c for c, m in zip(t.column("chunk_id").to_pylist(), mask) if m} == \
+                ({"c0", "c5"} - ({"c5"} if excluded else set()))
 
 
 

@@ -195,6 +195,26 @@ def test_ann_results_are_the_best_allowed_rows(ann_home: Path):
     assert exact.index_flags == ["dense_exact_search_few_allowed_rows"]
 
 
+def test_refinement_re_ranks_at_most_refine_rows_candidates_and_the_plan_follows_the_settings(ann_home: Path):
+    from tasks.query.dense import DensePlan
+
+    plan = DensePlan(ann=True, refine_factor=10, refine_rows=1000, nprobes=24, partitions=1000,
+                     rows=1_000_000)
+    # probes meet as many allowed rows under a filter as without one, never beyond the index
+    assert [plan.probes_for(n) for n in (1_000_000, 500_000, 100_000, 10_000, 1)] == [24, 48, 240, 1000, 1000]
+    assert DensePlan(ann=True, nprobes=24).probes_for(5) == 24  # an index of unknown shape
+    # a top-10 request keeps its factor; the document channel's 1000 candidates are re-ranked once
+    assert [plan.refine_for(n) for n in (10, 100, 150, 1000, 5000)] == [10, 10, 6, 1, 1]
+    served = Retriever.open(settings_for(ann_home, index=FORCED.model_copy(update={"refine_rows": 77})), PUBLIC)
+    assert (served.dense_plan.refine_factor, served.dense_plan.refine_rows) == (10, 77)
+    dense = served._contract.dense  # the probes are planned on the index the manifest records
+    assert (served.dense_plan.partitions, served.dense_plan.rows) == (dense.params["num_partitions"], dense.rows) \
+        and dense.rows > 0
+    # the capped search still gives the k best allowed rows, as exact search does
+    exact = Retriever.open(settings_for(ann_home), PUBLIC)
+    assert [h.doc_id for h in served.dense_docs(QUESTION, k=5)] == [h.doc_id for h in exact.dense_docs(QUESTION, k=5)]
+
+
 def test_every_ann_type_of_the_settings_builds_and_is_recorded(tmp_path: Path):
     import lancedb
 
