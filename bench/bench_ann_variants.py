@@ -98,7 +98,8 @@ def main() -> None:
                     if config is None:
                         q = q.bypass_vector_index()
                     if "nprobes" in sp:
-                        q = q.nprobes(sp["nprobes"]).maximum_nprobes(0)
+                        # no maximum_nprobes(0): LanceDB 0.40 then probes every partition
+                        q = q.nprobes(sp["nprobes"])
                     if "refine" in sp:
                         q = q.refine_factor(sp["refine"])
                     if "ef" in sp:

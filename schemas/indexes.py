@@ -28,9 +28,13 @@ class IndexSettings(BaseModel):
     ann_type: Literal["IVF_SQ", "IVF_PQ", "IVF_HNSW_SQ"] = "IVF_SQ"
     num_partitions: int | None = None  # None: about sqrt(rows)
     num_sub_vectors: int | None = None  # IVF_PQ only; None: dim / 8 (8 dimensions per code)
-    # Query-time search of the ANN index: refine_factor x k candidates are re-ranked on the
-    # full vectors, which is what lifts SQ's 0.98 to 1.00 on near-duplicate neighbourhoods.
-    nprobes: int = 24
+    # Query-time search of the ANN index: `nprobes` partitions (scaled up under a filter, see
+    # DensePlan.probes_for), and refine_factor x k candidates re-ranked on the full vectors,
+    # which is what lifts SQ's 0.98 to 1.00 on near-duplicate neighbourhoods. 24 probes gave
+    # recall@10 0.84 / 0.83 at 100k / 1M chunks and 160 gave 0.98 / 0.98 (bench_scale,
+    # docs/benchmarks.md); until LanceDB 0.40's maximum_nprobes(0) was dropped, every
+    # partition was probed, which hid it.
+    nprobes: int = 160
     refine_factor: int = 10
     # ... but never more re-ranked candidates than max(limit, refine_rows): the dense document
     # channel asks for `dense_candidates` (1000) chunks to max-pool, and re-ranking 10 x 1000

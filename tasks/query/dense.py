@@ -20,7 +20,7 @@ class DensePlan:
     """How this generation's vectors are searched (from its manifest and the settings)."""
 
     ann: bool = False  # the version carries an ANN index to use
-    nprobes: int = 24
+    nprobes: int = 160
     refine_factor: int = 4
     exact_below_allowed: int = 0
     refine_rows: int = 1000

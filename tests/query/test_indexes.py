@@ -168,12 +168,13 @@ def test_ann_prefilter_returns_the_k_best_allowed_rows_at_every_selectivity(tmp_
 
     from tasks.query.dense import DensePlan
 
-    table, _ = _ann_table(tmp_path / "lance")
+    table, dense = _ann_table(tmp_path / "lance")
     lt = lancedb.connect(str(tmp_path / "lance")).open_table("chunks")
     for principal in (TOY_READER, Principal(principal_id="x", tenant="t2", groups=["public"]),
                       Principal(principal_id="c", tenant="t1", groups=["comite-secret"])):
         ann, exact = make_retriever(lt, table, principal=principal), make_retriever(lt, table, principal=principal)
-        ann.dense_plan = DensePlan(ann=True, nprobes=1, refine_factor=1)
+        # one probe of four partitions when every row is allowed: more under a narrower filter
+        ann.dense_plan = DensePlan(ann=True, nprobes=1, refine_factor=1, partitions=4, rows=dense.rows)
         allowed = int(ann.allowed.sum())
         hits = ann.dense_chunks("Floquet président budget", k=20)
         assert len(hits) == min(20, allowed)  # k allowed rows even when one partition holds fewer
