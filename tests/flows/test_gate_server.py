@@ -222,6 +222,13 @@ def test_nobody_deciding_in_time_leaves_it_staged_and_says_so(prefect_server, se
     candidate = the_form(prefect_server, run)[1]["properties"]["generation"]["default"]
     final = finished(prefect_server, run.id)
     assert final.state.type == StateType.FAILED  # not silent: the run says it was never resumed
+    # The server fails an expired pause on its own schedule (FailExpiredPauses), which can come
+    # before the flow's own timeout handler has written the routing event, the release record
+    # and, last, the record's artifact: wait (bounded) for that artifact before reading them.
+    deadline = time.monotonic() + 120
+    while "timeout" not in (artifacts_of(prefect_server, run.id).get("release-record", {}).get("data") or "") \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
     routing = routing_of(served_home)
     assert routing["serving"] == before and candidate not in routing["retired"]
     event = routing["history"][-1]
