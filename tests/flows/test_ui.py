@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.conftest import AUTH_STRING, headless_chromium
+from tests.flows.conftest import AUTH_STRING, artifacts_of, headless_chromium
 
 QUESTION = "Quand le débat sur les blés a-t-il été renvoyé à jeudi ?"
 
@@ -61,6 +61,14 @@ def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serv
             page.wait_for_timeout(5_000)
             page.reload()
         expect(page.get_by_text("Completed").first).to_be_visible()
+        # "Completed" may first be a task run's state: the run's artifact is what the page needs,
+        # so wait (bounded) until the API lists it, then show the page as it is then
+        run_id = page.url.split("/runs/flow-run/")[1].split("?")[0].split("/")[0]
+        for _ in range(120):
+            if "ask-evidence" in artifacts_of(prefect_server, run_id):
+                break
+            page.wait_for_timeout(1_000)
+        page.reload()
         page.get_by_text("Artifacts", exact=True).click()
         page.get_by_text("ask-evidence").first.click()
         page.wait_for_url(re.compile(r"/artifacts/artifact/"))
