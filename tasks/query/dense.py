@@ -58,28 +58,30 @@ def filter_clause(allowed_where: str, corpus: str | None = None, date_from: str 
     return " AND ".join(parts)
 
 
+def vector_query(lance_table, vector: np.ndarray, where: str, limit: int, plan: DensePlan,
+                 allowed_rows: int, widen: bool = False):
+    """The LanceDB query `search` runs: exact over the allowed rows, or the index probed as the
+    plan says (`widen`: on until `limit` allowed rows are found). Ids and distances only —
+    `select([])` is no projection at all in LanceDB (every column of every candidate row)."""
+    query = (lance_table.search(vector.astype(np.float32), vector_column_name="vector")
+             .metric("cosine").where(where, prefilter=True).select(["_rowid"]).with_row_id(True)
+             .limit(limit))
+    if not plan.use_index(allowed_rows):
+        return query.bypass_vector_index()
+    query = query.nprobes(plan.probes_for(allowed_rows)).refine_factor(plan.refine_for(limit))
+    # maximum_nprobes(0) only to widen: in LanceDB 0.40 it probes *every* partition, whether or
+    # not the first ones hold `limit` allowed rows (an SQ scan of the whole generation)
+    return query.maximum_nprobes(0) if widen else query
+
+
 def search(lance_table, vector: np.ndarray, where: str, limit: int, plan: DensePlan = DensePlan(),
            allowed_rows: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Lance `_rowid`s and cosine similarities of the `limit` nearest allowed rows, best first."""
     if limit <= 0:
         return np.zeros(0, np.uint64), np.zeros(0, dtype=np.float32)
-    # `select([])` is no projection at all (every column, texts and vectors, for each of
-    # the `limit` rows: most of the dense document channel's time); only ids and distances.
-    def query():
-        return (lance_table.search(vector.astype(np.float32), vector_column_name="vector")
-                .metric("cosine").where(where, prefilter=True).select(["_rowid"]).with_row_id(True)
-                .limit(limit))
-
-    if not plan.use_index(allowed_rows):
-        res = query().bypass_vector_index().to_arrow()
-    else:
-        refine = plan.refine_for(limit)
-        # No maximum_nprobes(0) up front: LanceDB 0.40 then probes *every* partition, whether
-        # or not the first ones hold `limit` allowed rows (an SQ scan of the whole generation).
-        res = query().nprobes(plan.probes_for(allowed_rows)).refine_factor(refine).to_arrow()
-        if res.num_rows < min(limit, allowed_rows):
-            # the probed partitions held too few allowed rows: probe on until `limit` are found
-            res = query().nprobes(plan.probes_for(allowed_rows)).maximum_nprobes(0) \
-                .refine_factor(refine).to_arrow()
+    res = vector_query(lance_table, vector, where, limit, plan, allowed_rows).to_arrow()
+    if plan.use_index(allowed_rows) and res.num_rows < min(limit, allowed_rows):
+        # the probed partitions held too few allowed rows: probe on until `limit` are found
+        res = vector_query(lance_table, vector, where, limit, plan, allowed_rows, widen=True).to_arrow()
     sims = 1.0 - res.column("_distance").to_numpy().astype(np.float32)
     return res.column("_rowid").to_numpy().astype(np.uint64), sims

@@ -58,8 +58,8 @@ def test_where_clause_and_mask_select_the_same_rows(tmp_path):
               docs=["a", "b", "c", "d", "e", "f", "g", "h"])
     t = t.append_column("vector", pa.array([[float(i), 1.0] for i in range(8)],
                                            pa.list_(pa.float32(), 2)))
-    for t_extra in ("corpus", "date"):
-        t = t.append_column(t_extra, pa.array(["c"] * 8))
+    for column in ("corpus", "date"):  # the scalar indexes publish builds need them
+        t = t.append_column(column, pa.array(["c"] * 8))
     lt = lancedb.connect(str(tmp_path)).create_table("c", t)
     # as published (the filter is answered from the scalar indexes) and as a plain scan
     for indexed in (False, True):

@@ -183,6 +183,23 @@ def test_ann_prefilter_returns_the_k_best_allowed_rows_at_every_selectivity(tmp_
         assert len(truth & {h.chunk_id for h in hits}) >= 0.5 * len(truth)
 
 
+def test_the_index_probes_the_planned_partitions_and_fetches_ids_and_distances_only(tmp_path: Path):
+    import re
+
+    import lancedb
+
+    from tasks.query.dense import DensePlan, vector_query
+
+    table, dense = _ann_table(tmp_path / "lance")
+    lt = lancedb.connect(str(tmp_path / "lance")).open_table("chunks")
+    plan = DensePlan(ann=True, nprobes=1, refine_factor=1, partitions=4, rows=dense.rows)
+    vector = np.ones(64, np.float32) / 8.0
+    for widen, probed in ((False, "1"), (True, "4")):
+        query = vector_query(lt, vector, "tenant = 't1'", 5, plan, dense.rows, widen=widen)
+        assert re.findall(r"partitions_searched=(\d+)", query.analyze_plan()) == [probed]
+        assert query.to_arrow().column_names == ["_distance", "_rowid"]
+
+
 def test_ann_results_are_the_best_allowed_rows(ann_home: Path):
     settings = settings_for(ann_home, index=FORCED)
     ann = Retriever.open(settings, PUBLIC)
