@@ -48,6 +48,10 @@ class IndexSettings(BaseModel):
     # An index file that is missing or unreadable: "exact" serves by exact search and flags
     # the evidence package (dense only: exact dense search needs no index), "error" refuses.
     on_missing: Literal["exact", "error"] = "exact"
+    # LanceDB's index cache in a serving process, shared by all its retrievers (MiB): the IVF
+    # centroids, SQ codes and scalar indexes read so far. A 1M-chunk IVF_SQ index is ~400 MB;
+    # a smaller cache bounds memory at the cost of reading partitions again (page cache).
+    cache_mb: int = Field(default=1024, ge=16)
 
 
 class DenseIndex(BaseModel):

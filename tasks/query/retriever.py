@@ -26,6 +26,7 @@ from schemas.embedding import EmbeddingSpaceMismatch
 from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable
 from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
+from tasks.heap import release_freed_memory
 from tasks.query import dense as dense_mod
 from tasks.query.analysis import analyze, named_corpora, question_query
 from tasks.query.authorize import allowed_set
@@ -104,7 +105,7 @@ class Retriever:
         """
         from tasks.compiled_encoder import query_encoder
         from tasks.embedding import load_embedder
-        from tasks.store.lance_store import open_generation_table
+        from tasks.store.lance_store import open_generation_table, serving_session
         from tasks.store.layout import StoreLayout
         from tasks.store.manifests import read_manifest
         from tasks.query.validity import resolve_as_of
@@ -138,7 +139,7 @@ class Retriever:
             from tasks.store.tombstones import read_tombstones
 
             excluded_doc_ids = read_tombstones(layout).doc_ids
-        table = open_generation_table(layout, gen)
+        table = open_generation_table(layout, gen, serving_session(settings.index.cache_mb))
         view = _load_view(str(layout.lance), gen, table)
         plan, flags = _dense_plan(gen, table, manifest.indexes, settings.index)
         return cls(generation=gen, space_id=manifest.embedding_space.space_id, view=view,
@@ -401,6 +402,7 @@ def _load_view(lance_path: str, generation: str, table) -> GenerationView:
     key = (generation, lance_path, table.version)
     if key not in _VIEWS:
         _VIEWS[key] = GenerationView.from_lance(table)
+        release_freed_memory()  # the metadata scan's buffers, freed but kept by the allocators
     return _VIEWS[key]
 
 

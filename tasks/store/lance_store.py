@@ -12,9 +12,23 @@ import pyarrow as pa
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout
 
 
-def connect(layout: StoreLayout) -> lancedb.DBConnection:
+def connect(layout: StoreLayout, session: lancedb.Session | None = None) -> lancedb.DBConnection:
     layout.lance.mkdir()
-    return lancedb.connect(layout.lance.uri, storage_options=layout.lance.options or None)
+    return lancedb.connect(layout.lance.uri, storage_options=layout.lance.options or None,
+                           session=session)
+
+
+_SESSIONS: dict[int, lancedb.Session] = {}
+
+
+def serving_session(index_cache_mb: int) -> lancedb.Session:
+    """The process's LanceDB session for queries: one index cache (IVF centroids, SQ codes,
+    scalar indexes as they are read) shared by every retriever and bounded in bytes. Without
+    it each opened table gets a session of its own with LanceDB's default cache (GiBs), so a
+    process serving many principals held one copy of the index per principal."""
+    if index_cache_mb not in _SESSIONS:
+        _SESSIONS[index_cache_mb] = lancedb.Session(index_cache_size_bytes=index_cache_mb << 20)
+    return _SESSIONS[index_cache_mb]
 
 
 Prepare = Callable[[object], None]  # builds indexes on a fresh version before it is tagged
@@ -37,8 +51,9 @@ def write_generation_table(layout: StoreLayout, generation: str, table: pa.Table
     return version
 
 
-def open_generation_table(layout: StoreLayout, generation: str):
-    db = connect(layout)
+def open_generation_table(layout: StoreLayout, generation: str,
+                          session: lancedb.Session | None = None):
+    db = connect(layout, session)
     lt = db.open_table(CHUNKS_TABLE)
     lt.checkout(generation)
     return lt

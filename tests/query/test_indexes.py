@@ -295,3 +295,21 @@ def test_the_lexical_index_is_written_to_and_read_from_s3(s3_bucket, toy_table):
     assert disk.scores(terms, mask) == pytest.approx(ref.scores(terms, mask), rel=1e-5, abs=1e-6)
     assert set(disk.rows_with_token("floquet", "exact").tolist()) == \
         {i for i, t in enumerate(texts) if "floquet" in normalize(t).split()}
+
+
+def test_retrievers_of_every_principal_share_one_bounded_index_cache(ann_home: Path):
+    from tasks.store.lance_store import serving_session
+
+    drop_caches()
+    settings = settings_for(ann_home, index=FORCED.model_copy(update={"cache_mb": 17}))
+    session = serving_session(17)  # a size no other test uses: this test's cache alone
+    assert session.approx_num_items == 0
+    clerk = Principal(principal_id="clerk", tenant="default", groups=["public", "clerks"])
+    first = Retriever.open(settings, PUBLIC)
+    first.dense_chunks(QUESTION, k=5)
+    cached = session.approx_num_items  # the index's parts the first search read, held once
+    assert cached > 0 and session.size_bytes <= 17 << 20
+    second = Retriever.open(settings, clerk)
+    assert [h.chunk_id for h in second.dense_chunks(QUESTION, k=5)] == \
+        [h.chunk_id for h in first.dense_chunks(QUESTION, k=5)]
+    assert session.approx_num_items == cached  # read from the shared cache, not again
