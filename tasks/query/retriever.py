@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
@@ -43,6 +44,10 @@ log = logging.getLogger(__name__)
 
 QUERY_CACHE = 8192  # query vectors kept per embedding space
 FETCH_BATCH = 4096  # rows whose text one read fetches (substring verification)
+# The dense channel of a warm start runs beside the lexical one: its query embedding (ONNX) and
+# LanceDB search release the GIL, as do the compiled BM25 loops, so on two cores a warm start
+# costs about the slower channel, not the sum (docs/benchmarks.md, "A million chunks").
+_CHANNELS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mabillon-dense")
 
 
 class NoServingGeneration(LookupError):
@@ -350,10 +355,10 @@ class Retriever:
         depth = max(k, p.fusion_depth)
         lexical = question_query(query, tuple(self.corpora()), p.stem) if p.strip_question else query
         semantic = lexical if p.strip_question_dense else query
-        rankings: dict[str, list[DocHit]] = {
-            "bm25": self.bm25_docs(lexical or query, depth, target_corpus),
-            "dense": self.dense_docs(semantic or query, depth, target_corpus),
-        }
+        dense = _CHANNELS.submit(self.dense_docs, semantic or query, depth, target_corpus)
+        bm25 = self.bm25_docs(lexical or query, depth, target_corpus)
+        # a dense failure is raised here, as it was when the channels ran one after the other
+        rankings: dict[str, list[DocHit]] = {"bm25": bm25, "dense": dense.result()}
         if date:
             rankings["temporal"] = self.temporal_docs(date, depth, target_corpus)
         weights = {c: w for c, w in p.weights.items() if w > 0}

@@ -128,3 +128,39 @@ def test_warm_start_holds_a_question_naming_two_corpora_to_them(lance_table, toy
     assert {h.corpus for h in r.warm_start(q, k=10)} == {"l_intransigeant", "le_gaulois"}
     off = make_retriever(lance_table, toy_table, corpus_cues=False)
     assert "journal_officiel" in {h.corpus for h in off.warm_start(q, k=10)}
+
+
+def test_warm_start_runs_the_dense_channel_beside_the_lexical_one(lance_table, toy_table, monkeypatch):
+    import threading
+
+    from tasks.query.fusion import rrf
+
+    r = make_retriever(lance_table, toy_table, balance_corpora=False)
+    query = "Floquet président budget"
+    alone = {"bm25": r.bm25_docs(query, 100), "dense": r.dense_docs(query, 100)}
+    want = rrf(alone, {c: w for c, w in r.params.weights.items() if c in alone}, k=r.params.rrf_k)
+    seen: dict[str, str] = {}
+    both_running = threading.Barrier(2, timeout=30)  # each channel waits for the other: only
+    for name in ("bm25_docs", "dense_docs"):        # channels running at once get past it
+        channel = getattr(r, name)
+
+        def wrapped(*args, _name=name, _channel=channel):
+            seen[_name] = threading.current_thread().name
+            both_running.wait()
+            return _channel(*args)
+        monkeypatch.setattr(r, name, wrapped)
+    got = r.warm_start(query, k=5)
+    assert seen["dense_docs"] != seen["bm25_docs"]
+    assert [(h.doc_id, h.ranks) for h in got] == [(h.doc_id, h.ranks) for h in want[:5]]
+
+
+def test_a_failing_dense_channel_fails_the_warm_start(lance_table, toy_table, monkeypatch):
+    from schemas.indexes import IndexUnavailable
+
+    r = make_retriever(lance_table, toy_table)
+
+    def broken(*args):
+        raise IndexUnavailable("generation g-test: its vector index cannot be read")
+    monkeypatch.setattr(r, "dense_docs", broken)
+    with pytest.raises(IndexUnavailable, match="g-test"):
+        r.warm_start("Floquet président", k=5)
