@@ -401,17 +401,27 @@ class PostingsIndex:
         touched = np.empty(self.rows, np.int64)
         seen = 0
         n_docs = int(doc_codes.max()) + 1 if doc_codes is not None and doc_codes.size else 0
+        # with documents: each one's best partial row score, kept as rows are scored, so a
+        # threshold check looks at the documents seen, not again at every row seen
+        pooled = doc_codes if doc_codes is not None else np.zeros(0, np.int64)
+        best = np.zeros(n_docs, np.float32)
+        docs = np.empty(n_docs, np.int64)
+        n_seen_docs = 0
         stop = len(plan)
         for i, (_, col, weight) in enumerate(plan):
             length = int(self.indptr[col + 1] - self.indptr[col])
             if i and length >= max(4096, seen // 4) and seen >= k:
-                theta = _threshold(acc, touched[:seen], k, doc_codes, n_docs)
+                if doc_codes is None:
+                    theta = _threshold(acc, touched[:seen], k, None, 0)
+                else:
+                    theta = _kth_largest(best[docs[:n_seen_docs]], k)
                 if _cannot_reach(rest[i], theta):
                     stop = i
                     break
             rows, tf = self._postings_view(col)
-            seen = _accumulate_new(rows, tf, target, self.lengths, acc, weight, k1, b, avgdl,
-                                   touched, seen)
+            seen, n_seen_docs = _accumulate_new(rows, tf, target, self.lengths, acc, weight, k1,
+                                                b, avgdl, touched, seen, pooled, best, docs,
+                                                n_seen_docs)
         rows = np.sort(touched[:seen])
         if stop == len(plan):
             return rows, acc[rows]
@@ -510,10 +520,14 @@ def _threshold(acc: np.ndarray, rows: np.ndarray, k: int, doc_codes: np.ndarray 
         if rows.size < k:
             return 0.0
         return float(np.partition(acc[rows], rows.size - k)[rows.size - k])
-    best = _doc_maxima(rows, acc, doc_codes, n_docs)
-    if best.size < k:
+    return _kth_largest(_doc_maxima(rows, acc, doc_codes, n_docs), k)
+
+
+def _kth_largest(values: np.ndarray, k: int) -> float:
+    """The k-th largest of `values`; 0 while there are fewer than k."""
+    if values.size < k:
         return 0.0
-    return float(np.partition(best, best.size - k)[best.size - k])
+    return float(np.partition(values, values.size - k)[values.size - k])
 
 
 @njit(cache=True, nogil=True)
@@ -535,9 +549,12 @@ def _doc_maxima(rows, acc, doc_codes, n_docs):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _accumulate_new(rows, tf, mask, lengths, out, weight, k1, b, avgdl, touched, seen):  # pragma: no cover - compiled
+def _accumulate_new(rows, tf, mask, lengths, out, weight, k1, b, avgdl, touched, seen,
+                    doc_codes, best, docs, n_docs_seen):  # pragma: no cover - compiled
     """`_accumulate`, recording rows scored for the first time in `touched` (a contribution is
-    never 0: idf and tf are positive)."""
+    never 0: idf and tf are positive) and, unless `doc_codes` is empty, raising each document's
+    best row score in `best` (documents scored for the first time recorded in `docs`)."""
+    pool = doc_codes.size > 0
     for i in range(rows.size):
         r = rows[i]
         if mask[r]:
@@ -546,7 +563,15 @@ def _accumulate_new(rows, tf, mask, lengths, out, weight, k1, b, avgdl, touched,
                 seen += 1
             t = np.float32(tf[i])
             out[r] += weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * lengths[r] / avgdl))
-    return seen
+            if not pool:
+                continue
+            d = doc_codes[r]
+            if out[r] > best[d]:
+                if best[d] == 0.0:
+                    docs[n_docs_seen] = d
+                    n_docs_seen += 1
+                best[d] = out[r]
+    return seen, n_docs_seen
 
 
 @njit(cache=True, nogil=True)

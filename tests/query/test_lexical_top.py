@@ -167,3 +167,41 @@ def test_statistics_that_do_not_match_the_postings_are_refused(corpus, tmp_path)
         (broken / f.name).write_bytes(f.read_bytes()[:-16] if f.name == "term_stats.bin" else f.read_bytes())
     with pytest.raises(ValueError, match="access-class statistics"):
         PostingsIndex.open(open_location(broken))
+
+
+@pytest.fixture(scope="module")
+def decoy(tmp_path_factory):
+    """A rare term held only by long rows that nothing else of the query matches, and the best
+    rows holding only common terms (lists long enough for the walk to consider stopping): a
+    walk that stopped on a threshold above the true k-th best would answer with the decoys."""
+    rng = np.random.default_rng(11)
+    texts = []
+    for i in range(20_000):
+        if i % 400 == 0:  # 50 decoys: the rare term once, in a long row
+            texts.append("rare " + " ".join(f"pad{int(j)}" for j in rng.integers(0, 500, 40)))
+        elif i % 3 == 0:  # the best rows: both common terms, short rows, high tf
+            texts.append("alpha alpha beta beta " + f"pad{int(rng.integers(0, 500))}")
+        else:
+            texts.append(" ".join(f"pad{int(j)}" for j in rng.integers(0, 500, 8)))
+    import pyarrow as pa
+    folder = tmp_path_factory.mktemp("decoy") / "idx"
+    build_index(open_location(folder), texts, pa.array([f"c{i}" for i in range(len(texts))]),
+                stem=True, ngrams=0, row_class=np.zeros(len(texts), np.int32))
+    return PostingsIndex.open(open_location(folder)), (np.arange(len(texts)) // 7).astype(np.int64)
+
+
+def test_the_walk_does_not_stop_on_the_rare_terms_rows_alone(decoy, monkeypatch):
+    index, docs = decoy
+    mask = np.ones(index.rows, bool)
+    terms = analyze("rare alpha beta", True, 0)
+    ref = index.scores(terms, mask)
+    decoys = np.arange(index.rows) % 400 == 0
+    assert ref[decoys].max() < np.sort(ref)[-10]  # the trap is set: no decoy is among the best
+    _check_rows(index, mask, mask, "rare alpha beta")
+    # and with documents: the best documents are those of the common terms' rows, exactly
+    best = np.zeros(docs.max() + 1, np.float32)
+    np.maximum.at(best, docs, ref)
+    rows, scores = index.top(terms, mask, mask, 10, doc_codes=docs)
+    got = np.zeros_like(best)
+    np.maximum.at(got, docs[rows], scores)
+    assert np.allclose(np.sort(got)[::-1][:10], np.sort(best)[::-1][:10], rtol=1e-5, atol=1e-6)
