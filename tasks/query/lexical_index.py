@@ -418,7 +418,9 @@ class PostingsIndex:
                 if _cannot_reach(rest[i], theta):
                     stop = i
                     break
-            rows, tf = self._postings_view(col)
+            # read whole: copied out of the page cache rather than mapped, so the lists a
+            # process has walked do not stay in its resident set (the mapping is for lookups)
+            rows, tf = self.postings(col)
             seen, n_seen_docs = _accumulate_new(rows, tf, target, self.lengths, acc, weight, k1,
                                                 b, avgdl, touched, seen, pooled, best, docs,
                                                 n_seen_docs)
