@@ -13,6 +13,7 @@ inside LanceDB, and text is fetched only for the rows a channel returns.
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -47,7 +48,19 @@ FETCH_BATCH = 4096  # rows whose text one read fetches (substring verification)
 # The dense channel of a warm start runs beside the lexical one: its query embedding (ONNX) and
 # LanceDB search release the GIL, as do the compiled BM25 loops, so on two cores a warm start
 # costs about the slower channel, not the sum (docs/benchmarks.md, "A million chunks").
-_CHANNELS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mabillon-dense")
+_CHANNELS: tuple[int, ThreadPoolExecutor] | None = None
+_CHANNELS_LOCK = threading.Lock()
+
+
+def _channel_pool() -> ThreadPoolExecutor:
+    """This process's pool: a forked child inherits the parent's pool but none of its threads
+    (work handed to it would wait forever), so each process makes its own."""
+    global _CHANNELS
+    with _CHANNELS_LOCK:
+        if _CHANNELS is None or _CHANNELS[0] != os.getpid():
+            _CHANNELS = (os.getpid(), ThreadPoolExecutor(max_workers=4,
+                                                         thread_name_prefix="mabillon-dense"))
+        return _CHANNELS[1]
 
 
 class NoServingGeneration(LookupError):
@@ -355,7 +368,7 @@ class Retriever:
         depth = max(k, p.fusion_depth)
         lexical = question_query(query, tuple(self.corpora()), p.stem) if p.strip_question else query
         semantic = lexical if p.strip_question_dense else query
-        dense = _CHANNELS.submit(self.dense_docs, semantic or query, depth, target_corpus)
+        dense = _channel_pool().submit(self.dense_docs, semantic or query, depth, target_corpus)
         bm25 = self.bm25_docs(lexical or query, depth, target_corpus)
         # a dense failure is raised here, as it was when the channels ran one after the other
         rankings: dict[str, list[DocHit]] = {"bm25": bm25, "dense": dense.result()}

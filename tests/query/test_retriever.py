@@ -164,3 +164,25 @@ def test_a_failing_dense_channel_fails_the_warm_start(lance_table, toy_table, mo
     monkeypatch.setattr(r, "dense_docs", broken)
     with pytest.raises(IndexUnavailable, match="g-test"):
         r.warm_start("Floquet président", k=5)
+
+
+def _warm_start_in_child(r, queue) -> None:
+    queue.put([h.doc_id for h in r.warm_start("Floquet président", k=3)])
+
+
+def test_a_forked_process_runs_warm_starts_of_its_own(lance_table, toy_table):
+    """A child forked after the parent's warm starts has the parent's pool but not its threads."""
+    import multiprocessing
+
+    r = make_retriever(lance_table, toy_table)
+    want = [h.doc_id for h in r.warm_start("Floquet président", k=3)]
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_warm_start_in_child, args=(r, queue))
+    child.start()
+    try:
+        assert queue.get(timeout=60) == want
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
