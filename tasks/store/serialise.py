@@ -29,6 +29,10 @@ from tasks.store.layout import StoreLayout
 log = logging.getLogger(__name__)
 RELEASE_LIMIT = "mabillon-release"  # the prefix; see release_limit_name
 WAIT_NOTICE_S = 2.0  # say who holds the slot once waiting has lasted this long
+# A live holder renews its lease every 3/4 of this; a killed one (SIGKILL, a lost machine) holds
+# the slot only until it lapses, so the next operator waits about a minute, not Prefect's default
+# five. The file lock, released by the OS at once, still keeps two writers apart meanwhile.
+RELEASE_LEASE_S = 60.0
 
 
 def home_identity(layout: StoreLayout) -> str:
@@ -126,7 +130,8 @@ def serialised_release(layout: StoreLayout, timeout_s: float = 3600) -> Iterator
     if _prefect_in_use() and ensure_release_limit(name):
         from prefect.concurrency.sync import concurrency
 
-        slot = concurrency(name, occupy=1, timeout_seconds=timeout_s, strict=False)
+        slot = concurrency(name, occupy=1, timeout_seconds=timeout_s, lease_duration=RELEASE_LEASE_S,
+                           strict=False)
     started = time.monotonic()
     with _noticed_wait(layout, "the release slot"):
         try:

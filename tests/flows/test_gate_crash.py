@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from schemas.settings import PROJECT_ROOT
+from tasks.store.serialise import RELEASE_LEASE_S
 from tests.conftest import SAMPLE_RECORDS, write_records
 from tests.flows.conftest import free_port
 
@@ -108,9 +109,12 @@ def test_a_gated_release_killed_anywhere_leaves_routing_intact(point, own_server
     assert json.loads(routing_before)["serving"] == "g0001"
     assert (home / "manifests" / "generations" / "g0002.yaml").exists()  # the candidate stays staged
     assert not list((home / "manifests").glob("releases/g0002-*.yaml"))
-    # nothing is left locked: an operator can still promote the staged candidate by hand
+    # nothing is left locked: an operator can still promote the staged candidate by hand, without
+    # waiting out Prefect's default five-minute lease on the slot the killed run held
+    started = time.monotonic()
     promote = _cli(home, own_server.api_url, ["promote", "g0002", "--reason", "after the crash", "--json"],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = promote.communicate(timeout=600)
     assert promote.returncode == 0, err.decode()[-2000:]
     assert json.loads(out)["serving"] == "g0002"
+    assert time.monotonic() - started < 3 * RELEASE_LEASE_S
