@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import logging
 
 import pyarrow as pa
-
-log = logging.getLogger(__name__)
 
 
 def _libc():

@@ -4,6 +4,7 @@ Serving reads check out the tag, so versions written by an unfinished run are ne
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import lancedb
@@ -19,6 +20,7 @@ def connect(layout: StoreLayout, session: lancedb.Session | None = None) -> lanc
 
 
 _SESSIONS: dict[int, lancedb.Session] = {}
+_SESSIONS_LOCK = threading.Lock()
 
 
 def serving_session(index_cache_mb: int) -> lancedb.Session:
@@ -26,9 +28,10 @@ def serving_session(index_cache_mb: int) -> lancedb.Session:
     scalar indexes as they are read) shared by every retriever and bounded in bytes. Without
     it each opened table gets a session of its own with LanceDB's default cache (GiBs), so a
     process serving many principals held one copy of the index per principal."""
-    if index_cache_mb not in _SESSIONS:
-        _SESSIONS[index_cache_mb] = lancedb.Session(index_cache_size_bytes=index_cache_mb << 20)
-    return _SESSIONS[index_cache_mb]
+    with _SESSIONS_LOCK:  # retrievers open in several threads at once (a served process)
+        if index_cache_mb not in _SESSIONS:
+            _SESSIONS[index_cache_mb] = lancedb.Session(index_cache_size_bytes=index_cache_mb << 20)
+        return _SESSIONS[index_cache_mb]
 
 
 Prepare = Callable[[object], None]  # builds indexes on a fresh version before it is tagged
