@@ -560,19 +560,21 @@ def _accumulate_new(rows, tf, mask, lengths, out, weight, k1, b, avgdl, touched,
     for i in range(rows.size):
         r = rows[i]
         if mask[r]:
-            if out[r] == 0.0:
+            v = out[r]
+            if v == 0.0:
                 touched[seen] = r
                 seen += 1
             t = np.float32(tf[i])
-            out[r] += weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * lengths[r] / avgdl))
+            v += weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * lengths[r] / avgdl))
+            out[r] = v
             if not pool:
                 continue
             d = doc_codes[r]
-            if out[r] > best[d]:
-                if best[d] == 0.0:
-                    docs[n_docs_seen] = d
-                    n_docs_seen += 1
-                best[d] = out[r]
+            held = best[d]
+            if held == 0.0:
+                docs[n_docs_seen] = d
+                n_docs_seen += 1
+            best[d] = max(held, v)  # no branch on the comparison: it is a coin toss per posting
     return seen, n_docs_seen
 
 
