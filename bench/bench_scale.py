@@ -321,7 +321,7 @@ def main() -> None:
     p.add_argument("--workdir", type=Path, default=Path("/tmp/mabillon-bench-scale"))
     p.add_argument("--base-home", type=Path, default=None, help="a home serving the shared corpus")
     p.add_argument("--questions", type=int, default=50)
-    p.add_argument("--ann-type", default="IVF_SQ", choices=["IVF_SQ", "IVF_PQ", "IVF_HNSW_SQ"])
+    p.add_argument("--ann-type", default="IVF_RQ", choices=["IVF_RQ", "IVF_SQ", "IVF_PQ", "IVF_HNSW_SQ"])
     p.add_argument("--ann-min-rows", type=int, default=0, help="index threshold (0: ANN at every size)")
     p.add_argument("--text-noise", type=float, default=0.04, help="share of words garbled per copy")
     p.add_argument("--vector-noise", type=float, default=0.03, help="Gaussian sigma per dimension")

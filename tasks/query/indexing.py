@@ -71,7 +71,7 @@ def build_dense(lance_table, rows: int, settings: IndexSettings, like: DenseInde
     wanted = like.search == "ann" if like else rows >= settings.ann_min_rows
     if not wanted or rows == 0:
         return DenseIndex(search="exact", rows=rows)
-    from lancedb.index import IvfHnswSq, IvfPq, IvfSq
+    from lancedb.index import IvfHnswSq, IvfPq, IvfRq, IvfSq
 
     dim = lance_table.schema.field("vector").type.list_size
     algorithm = like.algorithm if like else settings.ann_type
@@ -83,7 +83,7 @@ def build_dense(lance_table, rows: int, settings: IndexSettings, like: DenseInde
            if algorithm == "IVF_PQ" else {}),
     }
     started = time.perf_counter()
-    config = {"IVF_PQ": IvfPq, "IVF_SQ": IvfSq, "IVF_HNSW_SQ": IvfHnswSq}[algorithm](
+    config = {"IVF_PQ": IvfPq, "IVF_SQ": IvfSq, "IVF_RQ": IvfRq, "IVF_HNSW_SQ": IvfHnswSq}[algorithm](
         distance_type="cosine", **params)
     lance_table.create_index("vector", config=config, name=ANN_NAME)
     scalar = _scalar_indexes(lance_table)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from schemas.embedding import EmbeddingSpaceMismatch
-from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable
+from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable, search_defaults
 from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
 from tasks.heap import release_freed_memory
@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 QUERY_CACHE = 8192  # query vectors kept per embedding space
 FETCH_BATCH = 4096  # rows whose text one read fetches (substring verification)
+# chunks per wanted document in the dense channel's first search: at 1M chunks 3·k nearest
+# chunks held k documents on every development question measured (docs/benchmarks.md)
+DOC_FANOUT = 3
 # The dense channel of a warm start runs beside the lexical one: its query embedding (ONNX) and
 # LanceDB search release the GIL, as do the compiled BM25 loops, so on two cores a warm start
 # costs about the slower channel, not the sum (docs/benchmarks.md, "A million chunks").
@@ -339,10 +342,20 @@ class Retriever:
         return max_pool(self._view, rows, scores, k)
 
     def dense_docs(self, query: str, k: int = 50, corpus: str | None = None) -> list[DocHit]:
+        """The k documents of the best chunks, from at most `dense_candidates` chunks.
+
+        The k best documents by their best chunk are the first k distinct documents among the
+        best chunks: once the L nearest chunks hold k documents, the chunks beyond them cannot
+        change the answer. So a search of DOC_FANOUT·k chunks comes first, and a wider one
+        (four times, up to `dense_candidates`) only if it held fewer than k documents."""
         mask = self._view.filter_mask(self._allowed, corpus)
-        limit = min(int(mask.sum()), max(self.params.dense_candidates, k))
-        rows, sims = self._dense_rows(query, limit, mask, corpus, None, None)
-        return max_pool(self._view, rows, sims, k)
+        cap = min(int(mask.sum()), max(self.params.dense_candidates, k))
+        limit = min(cap, DOC_FANOUT * k)
+        while True:
+            rows, sims = self._dense_rows(query, limit, mask, corpus, None, None)
+            if limit >= cap or rows.size < limit or self._view.document_count(rows) >= k:
+                return max_pool(self._view, rows, sims, k)
+            limit = min(cap, 4 * limit)
 
     def temporal_docs(self, date: str, k: int = 50, corpus: str | None = None,
                       half_life_days: float | None = None) -> list[DocHit]:
@@ -431,8 +444,9 @@ def _dense_plan(generation: str, table, contract: IndexContract | None,
     if contract is None or contract.dense.search != "ann":
         return dense_mod.DensePlan(), []
     if has_dense_index(table, contract.dense):
-        return dense_mod.DensePlan(ann=True, nprobes=settings.nprobes,
-                                   refine_factor=settings.refine_factor,
+        nprobes, refine_factor = search_defaults(contract.dense.algorithm, settings.nprobes,
+                                                 settings.refine_factor)
+        return dense_mod.DensePlan(ann=True, nprobes=nprobes, refine_factor=refine_factor,
                                    refine_rows=settings.refine_rows,
                                    partitions=int(contract.dense.params.get("num_partitions", 0)),
                                    rows=contract.dense.rows,

@@ -133,6 +133,10 @@ class GenerationView:
             raise KeyError("a search returned rows that are not in this generation's version")
         return pos.astype(np.int64)
 
+    def document_count(self, rows: np.ndarray) -> int:
+        """How many distinct documents the rows belong to."""
+        return int(np.unique(self.doc_codes[rows]).size)
+
     def row_of(self, chunk_id: str) -> int:
         """Position of a chunk id; KeyError when the generation has no such chunk."""
         order = self._order()

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from flows.release import release
-from schemas.indexes import IndexSettings, IndexUnavailable
+from schemas.indexes import IndexSettings, IndexUnavailable, search_defaults
 from schemas.retrieval import Principal
 from schemas.settings import LlmSettings
 from tasks.llm.registry import make_provider
@@ -56,7 +56,7 @@ def test_the_manifest_records_how_the_generation_is_searched_and_stays_small(ann
     layout = StoreLayout.from_settings(settings_for(ann_home))
     manifest = read_manifest(layout, "g0001")
     dense, lexical = manifest.indexes.dense, manifest.indexes.lexical
-    assert dense.search == "ann" and dense.algorithm == "IVF_SQ" and dense.build_s > 0
+    assert dense.search == "ann" and dense.algorithm == "IVF_RQ" and dense.build_s > 0
     assert set(dense.params) == {"num_partitions"}
     assert lexical.statistics == "allowed-rows" and lexical.rows == manifest.counts.chunks
     assert lexical.char_ngrams == 4 and lexical.build_s > 0
@@ -65,7 +65,7 @@ def test_the_manifest_records_how_the_generation_is_searched_and_stays_small(ann
     diff = read_source_diff(layout, "g0001")
     assert manifest.diff.added == len(diff.added) == len(SAMPLE_RECORDS) and manifest.diff.digest
     assert not any(sid in text for sid in diff.added)
-    assert yaml.safe_load(text)["indexes"]["dense"]["algorithm"] == "IVF_SQ"
+    assert yaml.safe_load(text)["indexes"]["dense"]["algorithm"] == "IVF_RQ"
 
 
 def test_an_exact_generation_below_the_threshold_records_exact_search(tmp_path: Path, home: Path):
@@ -174,7 +174,9 @@ def test_ann_prefilter_returns_the_k_best_allowed_rows_at_every_selectivity(tmp_
                       Principal(principal_id="c", tenant="t1", groups=["comite-secret"])):
         ann, exact = make_retriever(lt, table, principal=principal), make_retriever(lt, table, principal=principal)
         # one probe of four partitions when every row is allowed: more under a narrower filter
-        ann.dense_plan = DensePlan(ann=True, nprobes=1, refine_factor=1, partitions=4, rows=dense.rows)
+        # (re-ranked as served: RaBitQ's one-bit codes alone rank coarsely)
+        ann.dense_plan = DensePlan(ann=True, nprobes=1, refine_factor=search_defaults(dense.algorithm, None, None)[1],
+                                   partitions=4, rows=dense.rows)
         allowed = int(ann.allowed.sum())
         hits = ann.dense_chunks("Floquet président budget", k=20)
         assert len(hits) == min(20, allowed)  # k allowed rows even when one partition holds fewer
@@ -224,7 +226,11 @@ def test_refinement_re_ranks_at_most_refine_rows_candidates_and_the_plan_follows
     # a top-10 request keeps its factor; the document channel's 1000 candidates are re-ranked once
     assert [plan.refine_for(n) for n in (10, 100, 150, 1000, 5000)] == [10, 10, 6, 1, 1]
     served = Retriever.open(settings_for(ann_home, index=FORCED.model_copy(update={"refine_rows": 77})), PUBLIC)
-    assert (served.dense_plan.refine_factor, served.dense_plan.refine_rows) == (10, 77)
+    plan = served.dense_plan  # IVF_RQ's own probes and factor
+    assert (plan.nprobes, plan.refine_factor, plan.refine_rows) == (160, 60, 77)
+    pinned = Retriever.open(settings_for(ann_home, index=FORCED.model_copy(update={"nprobes": 7, "refine_factor": 4})),
+                            PUBLIC)
+    assert (pinned.dense_plan.nprobes, pinned.dense_plan.refine_factor) == (7, 4)  # settings win
     dense = served._contract.dense  # the probes are planned on the index the manifest records
     assert (served.dense_plan.partitions, served.dense_plan.rows) == (dense.params["num_partitions"], dense.rows) \
         and dense.rows > 0
@@ -239,7 +245,7 @@ def test_every_ann_type_of_the_settings_builds_and_is_recorded(tmp_path: Path):
     from tasks.query.indexing import build_dense
 
     table = _big_toy_table(copies=40)
-    for kind in ("IVF_SQ", "IVF_PQ", "IVF_HNSW_SQ"):
+    for kind in ("IVF_RQ", "IVF_SQ", "IVF_PQ", "IVF_HNSW_SQ"):
         lt = lancedb.connect(str(tmp_path / kind)).create_table("chunks", table)
         dense = build_dense(lt, table.num_rows, IndexSettings(ann_min_rows=0, ann_type=kind, num_partitions=2))
         assert dense.algorithm == kind and any(i.name == dense.name for i in lt.list_indices())

@@ -186,3 +186,53 @@ def test_a_forked_process_runs_warm_starts_of_its_own(lance_table, toy_table):
         child.join(10)
         if child.is_alive():
             child.kill()
+
+
+def _long_document_table():
+    """One document of 24 chunks all about the query, beside 12 one-chunk documents less so."""
+    import json
+
+    import pyarrow as pa
+
+    from schemas.lineage import chunk_table_schema
+    from tests.query.conftest import DIM, toy_vector
+
+    texts = [("long", f"Floquet président de la Chambre, séance {i}, votes {i}") for i in range(24)]
+    texts += [(f"short-{i}", f"Floquet, un article du jour {i} sur la Chambre") for i in range(12)]
+    rows = [{"chunk_id": f"{d}#{n}", "revision_id": f"r-{d}", "source_id": f"s-{d}", "doc_id": d,
+             "corpus": "journal_officiel", "date": "1887-01-13", "tenant": "t1", "groups": ["public"],
+             "ordinal": n, "text": t, "n_tokens": len(t.split()), "char_start": 0, "char_end": len(t),
+             "page_start": 1, "page_end": 1, "spans_json": json.dumps([]), "segmenter": "toy",
+             "vector": toy_vector(t).tolist()}
+            for n, (d, t) in enumerate(texts)]
+    return pa.Table.from_pylist(rows, schema=chunk_table_schema(DIM))
+
+
+def test_dense_documents_widen_until_the_nearest_chunks_hold_k_documents(tmp_path, monkeypatch):
+    """The first search asks DOC_FANOUT·k chunks; when those belong to fewer than k documents
+    (one long document near the query), it searches wider: the answer is the k documents a
+    search of `dense_candidates` chunks gives, whichever way it is reached."""
+    import lancedb
+
+    from tasks.query import retriever as retriever_mod
+    from tasks.query.view import max_pool
+
+    table = _long_document_table()
+    lance_table = lancedb.connect(str(tmp_path / "lance")).create_table("chunks", table)
+    r = make_retriever(lance_table, table)
+    limits = []
+    searched = r._dense_rows
+    monkeypatch.setattr(r, "_dense_rows", lambda q, limit, *a: limits.append(limit) or searched(q, limit, *a))
+    query = "Floquet président de la Chambre"
+    mask = r.view.filter_mask(r.allowed, None)
+    for k in (1, 3, 5, 13):
+        limits.clear()
+        rows, sims = searched(query, r.params.dense_candidates, mask, None, None, None)
+        expected = [(h.doc_id, h.best_chunk_id) for h in max_pool(r.view, rows, sims, k)]
+        assert [(h.doc_id, h.best_chunk_id) for h in r.dense_docs(query, k)] == expected
+        assert limits[0] == min(retriever_mod.DOC_FANOUT * k, table.num_rows)
+        if k == 3:  # the 9 nearest chunks are all the long document's: one wider search
+            assert limits == [9, 36]
+        if k == 1:
+            assert limits == [3]
+    assert len(r.dense_docs(query, 13)) == 13  # every document, though 24 chunks come first
