@@ -258,6 +258,7 @@ class PostingsIndex:
         self._stats_file = self._class_df = None
         self._mapped: tuple[np.ndarray, np.ndarray] | None = None
         self._excluded: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._rows_as_docs: np.ndarray | None = None
 
     @classmethod
     def open(cls, folder: Location) -> "PostingsIndex":
@@ -398,45 +399,53 @@ class PostingsIndex:
         plan.sort(key=lambda p: (-p[0], p[1]))
         rest = np.cumsum([p[0] for p in plan][::-1])[::-1].tolist() + [0.0]
         acc = np.zeros(self.rows, np.float32)
-        touched = np.empty(self.rows, np.int64)
-        seen = 0
-        n_docs = int(doc_codes.max()) + 1 if doc_codes is not None and doc_codes.size else 0
-        # with documents: each one's best partial row score, kept as rows are scored, so a
-        # threshold check looks at the documents seen, not again at every row seen
-        pooled = doc_codes if doc_codes is not None else np.zeros(0, np.int64)
+        # Each document's (each row's, without documents) best partial score, raised only by
+        # rows scoring above `floor`, a known lower bound of the final k-th best: below it a
+        # row can change no threshold, and most postings of the common terms are below it.
+        # Every recorded value is a real partial score, so their k-th largest is a lower bound.
+        codes = doc_codes if doc_codes is not None else self._identity()
+        n_docs = int(codes.max()) + 1 if codes.size else 0
         best = np.zeros(n_docs, np.float32)
         docs = np.empty(n_docs, np.int64)
         n_seen_docs = 0
+        floor = 0.0
         stop = len(plan)
         for i, (_, col, weight) in enumerate(plan):
             length = int(self.indptr[col + 1] - self.indptr[col])
-            if i and length >= max(4096, seen // 4) and seen >= k:
-                if doc_codes is None:
-                    theta = _threshold(acc, touched[:seen], k, None, 0)
-                else:
-                    theta = _kth_largest(best[docs[:n_seen_docs]], k)
-                if _cannot_reach(rest[i], theta):
+            if i and length >= max(4096, n_seen_docs // 4) and n_seen_docs >= k:
+                floor = max(floor, _kth_largest(best[docs[:n_seen_docs]], k))
+                if _cannot_reach(rest[i], floor):
                     stop = i
                     break
             # read whole: copied out of the page cache rather than mapped, so the lists a
             # process has walked do not stay in its resident set (the mapping is for lookups)
             rows, tf = self.postings(col)
-            seen, n_seen_docs = _accumulate_new(rows, tf, target, self.lengths, acc, weight, k1,
-                                                b, avgdl, touched, seen, pooled, best, docs,
-                                                n_seen_docs)
-        rows = np.sort(touched[:seen])
+            n_seen_docs = _accumulate_above(rows, tf, target, self.lengths, acc, weight, k1, b,
+                                            avgdl, floor, codes, best, docs, n_seen_docs)
+        theta = max(floor, _kth_largest(best[docs[:n_seen_docs]], k))
+        # the rows that can still reach the k-th best once the unread terms are added
+        rows = _reaching(acc, rest[stop], theta)
         if stop == len(plan):
             return rows, acc[rows]
-        theta = _threshold(acc, rows, k, doc_codes, n_docs)
-        rows = rows[~_cannot_reach(rest[stop] + acc[rows], theta)]
+        kept = rows.size
         for i in range(stop, len(plan)):
+            # looked up for the candidates only, which are kept while they can still reach
+            # the threshold with what the terms after this one could add (fewer as it shrinks)
             _, col, weight = plan[i]
             postings, tf = self._postings_view(col)
-            _add_where_held(postings, tf, rows, self.lengths, acc, weight, k1, b, avgdl)
-            if rows.size > 4 * k:  # fewer rows can still enter the top as the rest shrinks
-                theta = max(theta, _threshold(acc, rows, k, doc_codes, n_docs))
-                rows = rows[~_cannot_reach(rest[i + 1] + acc[rows], theta)]
+            kept, n_seen_docs = _add_where_held(postings, tf, rows, kept, self.lengths, acc,
+                                                weight, k1, b, avgdl, rest[i + 1], theta, codes,
+                                                best, docs, n_seen_docs)
+            theta = max(theta, _kth_largest(best[docs[:n_seen_docs]], k))
+        rows = rows[:kept]
         return rows, acc[rows]
+
+    def _identity(self) -> np.ndarray:
+        """Row → itself: the walk's "documents" when it ranks rows."""
+        with self._lock:
+            if self._rows_as_docs is None:
+                self._rows_as_docs = np.arange(self.rows, dtype=np.int32)
+            return self._rows_as_docs
 
     def statistics(self, mask: np.ndarray) -> tuple[int, float]:
         """(allowed rows, their average length): BM25's corpus statistics for this mask."""
@@ -514,17 +523,6 @@ def _cannot_reach(bound, theta: float):
     return np.asarray(bound) * (1.0 + 1e-4) + 1e-4 < theta
 
 
-def _threshold(acc: np.ndarray, rows: np.ndarray, k: int, doc_codes: np.ndarray | None,
-               n_docs: int) -> float:
-    """The k-th best partial score among `rows` (of their documents, max-pooled, with
-    `doc_codes`): a lower bound of the final k-th best; 0 while fewer than k are known."""
-    if doc_codes is None:
-        if rows.size < k:
-            return 0.0
-        return float(np.partition(acc[rows], rows.size - k)[rows.size - k])
-    return _kth_largest(_doc_maxima(rows, acc, doc_codes, n_docs), k)
-
-
 def _kth_largest(values: np.ndarray, k: int) -> float:
     """The k-th largest of `values`; 0 while there are fewer than k."""
     if values.size < k:
@@ -533,49 +531,43 @@ def _kth_largest(values: np.ndarray, k: int) -> float:
 
 
 @njit(cache=True, nogil=True)
-def _doc_maxima(rows, acc, doc_codes, n_docs):  # pragma: no cover - compiled
-    best = np.zeros(n_docs, np.float32)
-    docs = np.empty(rows.size, np.int64)
-    count = 0
-    for r in rows:
-        d = doc_codes[r]
-        if best[d] == 0.0:
-            docs[count] = d
-            count += 1
-        if acc[r] > best[d]:
-            best[d] = acc[r]
-    out = np.empty(count, np.float32)
-    for i in range(count):
-        out[i] = best[docs[i]]
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _accumulate_new(rows, tf, mask, lengths, out, weight, k1, b, avgdl, touched, seen,
-                    doc_codes, best, docs, n_docs_seen):  # pragma: no cover - compiled
-    """`_accumulate`, recording rows scored for the first time in `touched` (a contribution is
-    never 0: idf and tf are positive) and, unless `doc_codes` is empty, raising each document's
-    best row score in `best` (documents scored for the first time recorded in `docs`)."""
-    pool = doc_codes.size > 0
+def _accumulate_above(rows, tf, mask, lengths, out, weight, k1, b, avgdl, floor, doc_codes, best,
+                      docs, n_docs_seen):  # pragma: no cover - compiled
+    """`_accumulate`, raising the best row score of each row's document in `best` where the
+    row's new score is above `floor` (documents recorded for the first time go to `docs`)."""
     for i in range(rows.size):
         r = rows[i]
         if mask[r]:
-            v = out[r]
-            if v == 0.0:
-                touched[seen] = r
-                seen += 1
             t = np.float32(tf[i])
-            v += weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * lengths[r] / avgdl))
+            v = out[r] + weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * lengths[r] / avgdl))
             out[r] = v
-            if not pool:
-                continue
-            d = doc_codes[r]
-            held = best[d]
-            if held == 0.0:
-                docs[n_docs_seen] = d
-                n_docs_seen += 1
-            best[d] = max(held, v)  # no branch on the comparison: it is a coin toss per posting
-    return seen, n_docs_seen
+            if v > floor:
+                n_docs_seen = _raise_best(doc_codes[r], v, best, docs, n_docs_seen)
+    return n_docs_seen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _raise_best(d, v, best, docs, n_docs_seen):  # pragma: no cover - compiled
+    """best[d] = max(best[d], v), recording a document seen for the first time in `docs`."""
+    held = best[d]
+    if held == 0.0:
+        docs[n_docs_seen] = d
+        n_docs_seen += 1
+    best[d] = max(held, v)  # no branch on the comparison: a coin toss per posting
+    return n_docs_seen
+
+
+@njit(cache=True, nogil=True)
+def _reaching(acc, rest, theta):  # pragma: no cover - compiled
+    """Rows scored so far (ascending) whose score plus `rest` is not below `theta`, with the
+    rounding room of `_cannot_reach`."""
+    out = np.empty(acc.size, np.int64)
+    n = 0
+    for r in range(acc.size):  # no branch: whether a row is kept is a coin toss
+        v = acc[r]
+        out[n] = r
+        n += (v > 0.0) & ((v + rest) * (1.0 + 1e-4) + 1e-4 >= theta)
+    return out[:n].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -591,24 +583,38 @@ def _lower_bound(rows, r, lo, hi):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _add_where_held(rows, tf, wanted, lengths, out, weight, k1, b, avgdl):  # pragma: no cover - compiled
-    """Add the term's contribution to the `wanted` rows (ascending) that hold it: a galloping
-    search through its ascending rows, so a long list is touched only near the wanted rows."""
+def _add_where_held(rows, tf, wanted, n_wanted, lengths, out, weight, k1, b, avgdl, rest, theta,
+                    doc_codes, best, docs, n_docs_seen):  # pragma: no cover - compiled
+    """Add the term's contribution to the first `n_wanted` of the `wanted` rows (ascending)
+    that hold it — a galloping search through its ascending rows, so a long list is touched
+    only near the wanted rows — and keep, in place and in order, those that can still reach
+    `theta` with `rest` more (the rounding room of `_cannot_reach`); their documents' best
+    scores are raised as in `_accumulate_above`, with `theta` as the floor. Returns how many
+    rows were kept and documents recorded."""
     lo = 0
     n = rows.size
-    for r in wanted:
-        step = 1
-        hi = lo
-        while hi < n and rows[hi] < r:  # gallop to a bracket, then bisect inside it
-            lo = hi + 1
-            hi = lo + step
-            step *= 2
-        lo = _lower_bound(rows, r, lo, min(hi, n))
-        if lo >= n:
-            return
-        if rows[lo] == r:
-            t = np.float32(tf[lo])
-            out[r] += weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * lengths[r] / avgdl))
+    kept = 0
+    for j in range(n_wanted):
+        r = wanted[j]
+        if lo < n:
+            step = 1
+            hi = lo
+            while hi < n and rows[hi] < r:  # gallop to a bracket, then bisect inside it
+                lo = hi + 1
+                hi = lo + step
+                step *= 2
+            lo = _lower_bound(rows, r, lo, min(hi, n))
+            if lo < n and rows[lo] == r:
+                t = np.float32(tf[lo])
+                out[r] += weight * t * (k1 + 1.0) / (t + k1 * (1.0 - b + b * lengths[r] / avgdl))
+        v = out[r]
+        if (v + rest) * (1.0 + 1e-4) + 1e-4 < theta:
+            continue
+        wanted[kept] = r
+        kept += 1
+        if v > theta:
+            n_docs_seen = _raise_best(doc_codes[r], v, best, docs, n_docs_seen)
+    return kept, n_docs_seen
 
 
 @njit(cache=True, nogil=True)
