@@ -94,7 +94,7 @@ def main() -> None:
                 for qv, true in zip(qvecs, truth[g]):
                     q = (lt.search(qv, vector_column_name="vector").metric("cosine")
                          .where(f"array_has_any(groups, ['{g}'])", prefilter=True)
-                         .select(["chunk_id"]).limit(10))
+                         .select(["chunk_id", "_distance"]).limit(10))
                     if config is None:
                         q = q.bypass_vector_index()
                     if "nprobes" in sp:

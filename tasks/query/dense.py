@@ -66,9 +66,11 @@ def vector_query(lance_table, vector: np.ndarray, where: str, limit: int, plan: 
                  allowed_rows: int, widen: bool = False):
     """The LanceDB query `search` runs: exact over the allowed rows, or the index probed as the
     plan says (`widen`: on until `limit` allowed rows are found). Ids and distances only —
-    `select([])` is no projection at all in LanceDB (every column of every candidate row)."""
+    `select([])` is no projection at all in LanceDB (every column of every candidate row), and
+    `_distance` is named because LanceDB 0.40 adds it unasked only with a deprecation warning
+    on every search (a later release drops it)."""
     query = (lance_table.search(vector.astype(np.float32), vector_column_name="vector")
-             .metric("cosine").where(where, prefilter=True).select(["_rowid"]).with_row_id(True)
+             .metric("cosine").where(where, prefilter=True).select(["_rowid", "_distance"]).with_row_id(True)
              .limit(limit))
     if not plan.use_index(allowed_rows):
         return query.bypass_vector_index()

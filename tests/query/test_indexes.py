@@ -202,6 +202,24 @@ def test_the_index_probes_the_planned_partitions_and_fetches_ids_and_distances_o
         assert query.to_arrow().column_names == ["_distance", "_rowid"]
 
 
+def test_a_dense_search_names_the_columns_it_reads_so_lance_warns_of_nothing(tmp_path: Path, capfd):
+    """LanceDB 0.40 adds `_distance` to a projection that lacks it, with a deprecation warning
+    on stderr at every search (a served process would log one per question); a later release
+    stops adding it, and the similarities would go missing."""
+    import lancedb
+
+    from tasks.query.dense import DensePlan, search
+
+    table, dense = _ann_table(tmp_path / "lance")
+    lt = lancedb.connect(str(tmp_path / "lance")).open_table("chunks")
+    vector = np.ones(64, np.float32) / 8.0
+    capfd.readouterr()
+    for plan in (DensePlan(), DensePlan(ann=True, nprobes=1, refine_factor=1, partitions=4, rows=dense.rows)):
+        row_ids, sims = search(lt, vector, "tenant = 't1'", 5, plan, dense.rows)
+        assert row_ids.size == 5 and np.all(np.diff(sims) <= 1e-6)
+    assert "Deprecation" not in capfd.readouterr().err
+
+
 def test_ann_results_are_the_best_allowed_rows(ann_home: Path):
     settings = settings_for(ann_home, index=FORCED)
     ann = Retriever.open(settings, PUBLIC)
