@@ -23,9 +23,10 @@ exhaustive BM25, the in-memory BM25 index) run after it is read. Results: JSON o
 
 Before a size is measured, the parent reads its warehouse once (`page_cache` in the figures):
 a server that has run a while finds its index files in the OS page cache, while a measure run
-after the machine dropped them (a new session, another job) read 3 GB from disk during its
-first questions and reported a p50 of 116 ms instead of 40–48 at 1M. `--cold` skips it, to
-measure that case. The read goes to the page cache, not to the serving process's RSS.
+after the machine dropped them (a new session, another job) reads 3 GB from disk during its
+questions: at 1M and 100 % a p50 of 62–116 ms instead of 40–48. `--cold` skips it, to measure
+that case. The read fills the page cache, not the serving process's anonymous memory; the
+mapped share of its RSS grows (docs/benchmarks.md, stop 29).
 """
 from __future__ import annotations
 

@@ -208,13 +208,16 @@ def test_a_dense_search_names_the_columns_it_reads_so_lance_warns_of_nothing(tmp
     stops adding it, and the similarities would go missing."""
     import lancedb
 
-    from tasks.query.dense import DensePlan, search
+    from tasks.query.dense import DensePlan, search, vector_query
 
     table, dense = _ann_table(tmp_path / "lance")
     lt = lancedb.connect(str(tmp_path / "lance")).open_table("chunks")
     vector = np.ones(64, np.float32) / 8.0
     capfd.readouterr()
     for plan in (DensePlan(), DensePlan(ann=True, nprobes=1, refine_factor=1, partitions=4, rows=dense.rows)):
+        # asked for, not added by LanceDB (the warning below shows only where its log is on)
+        query = vector_query(lt, vector, "tenant = 't1'", 5, plan, dense.rows)
+        assert query.to_query_object().columns == ["_rowid", "_distance"]
         row_ids, sims = search(lt, vector, "tenant = 't1'", 5, plan, dense.rows)
         assert row_ids.size == 5 and np.all(np.diff(sims) <= 1e-6)
     assert "Deprecation" not in capfd.readouterr().err
