@@ -10,7 +10,7 @@ import secrets
 import signal
 import sys
 import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 from schemas.settings import MabillonSettings
@@ -118,7 +118,7 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
         # SIGTERM stops like Ctrl-C, so the server started here never outlives this process.
         stop = StopOnSignal()
         signal.signal(signal.SIGTERM, stop)
-        stack.callback(setattr, stop, "serving", False)
+        stack.callback(stop.end)
         try:
             serve_deployments(deployments, api_url, args.limit, settings)
         except KeyboardInterrupt:
@@ -207,25 +207,34 @@ class StopOnSignal:
     Prefect's runner can absorb one KeyboardInterrupt (seen when the signal lands while it is
     still starting its loops); a container stop then waits out its grace period and kills the
     worker. So after the first signal the interrupt is repeated every `repeat_s` seconds until
-    serving has returned.
+    serving has returned (`end()`). `interrupt` is injectable so the repeat can be counted.
     """
 
-    def __init__(self, repeat_s: float = 5.0):
+    def __init__(self, repeat_s: float = 5.0, interrupt: Callable[[], None] | None = None):
         self.repeat_s = repeat_s
-        self.serving = True
-        self._repeating = False
+        self.interrupt = interrupt or (lambda: _thread.interrupt_main(signal.SIGTERM))
+        self.repeater: threading.Thread | None = None  # armed by the first signal, once
+        self.repeats = 0
+        self._ended = threading.Event()
+
+    @property
+    def serving(self) -> bool:
+        return not self._ended.is_set()
+
+    def end(self) -> None:
+        """Serving has returned: signals stop interrupting, and the repeat stops at once."""
+        self._ended.set()
 
     def __call__(self, signum, frame) -> None:
         if not self.serving:
             return  # cleaning up: let the server stop undisturbed
-        if not self._repeating:
-            self._repeating = True
-            threading.Thread(target=self._repeat, name="serve-stop", daemon=True).start()
+        if self.repeater is None:
+            self.repeater = threading.Thread(target=self._repeat, name="serve-stop", daemon=True)
+            self.repeater.start()
         raise KeyboardInterrupt
 
     def _repeat(self) -> None:
-        while True:
-            time.sleep(self.repeat_s)
-            if not self.serving:
-                return
-            _thread.interrupt_main(signal.SIGTERM)
+        # the wait returns at once when serving ends, so no interrupt lands on the cleanup
+        while not self._ended.wait(self.repeat_s):
+            self.repeats += 1
+            self.interrupt()
