@@ -321,8 +321,13 @@ def output_schema(output: type[BaseModel]) -> dict[str, Any]:
     return output.model_json_schema()
 
 
-OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
-    name: output_schema(p.output) for name, p in PURPOSES.items()}
+def output_schemas(purposes: dict[str, Purpose]) -> dict[str, dict[str, Any]]:
+    """Each purpose's schema, derived from its output model: a field added to a model is in
+    the schema sent from then on, with nothing to edit beside it."""
+    return {name: output_schema(p.output) for name, p in purposes.items()}
+
+
+OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = output_schemas(PURPOSES)
 
 
 # ---- records ----------------------------------------------------------------------------------

@@ -10,20 +10,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from schemas.query import OUTPUT_SCHEMAS, PURPOSES, LoopParams, ReviewStep
+from schemas.query import OUTPUT_SCHEMAS, PURPOSES, LoopParams, ReviewStep, output_schemas
 from schemas.retrieval import Principal
 from tasks.llm.base import Ledger, LlmRequest, call_validated, validate_output
 from tests.query.conftest import make_retriever
 from tests.query.loop_helpers import FINISH, MEM, everything, plan, run, search
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_every_schema_is_derived_from_its_output_model():
-    assert set(OUTPUT_SCHEMAS) == set(PURPOSES) == {
-        "plan", "search", "review", "held_review", "briefing", "replan", "rerank"}
-    for name, purpose in PURPOSES.items():
-        assert OUTPUT_SCHEMAS[name] == purpose.output.model_json_schema()
 
 
 SAMPLES = {
@@ -54,17 +47,60 @@ SAMPLES = {
                   "gaps": [], "search_hints": []},
                  {"summary": "", "confirmed_facts": [], "dates": ["hier"], "entities": [],
                   "gaps": [], "search_hints": []}],
+    "held_review": [{"decisions": []},
+                    {"decisions": [{"chunk_id": "c", "decision": "promote", "rationale": "r"}]},
+                    {"decisions": [{"chunk_id": "c", "decision": "accept", "rationale": "r"}]},
+                    {"decisions": [{"chunk_id": "c", "decision": "keep", "rationale": "r",
+                                    "confidence": -0.1}]}],
+    "replan": [{"sub_questions": [], "reason": "done"},
+               {"sub_questions": [{"text": "q", "target_corpus": None, "entities": []}],
+                "reason": "r"},
+               {"sub_questions": []}],
 }
 
 
-@pytest.mark.parametrize("purpose", sorted(SAMPLES))
+def accepts(output, sample) -> bool:
+    return validate_output(json.dumps(sample), output)[1] is None
+
+
+@pytest.mark.parametrize("purpose", sorted(PURPOSES))
 def test_the_schema_sent_and_the_validator_agree(purpose):
     schema, output = OUTPUT_SCHEMAS[purpose], PURPOSES[purpose].output
+    verdicts = set()
     for sample in SAMPLES[purpose]:
         by_schema = jsonschema.Draft202012Validator(schema).is_valid(sample)
         value, error = validate_output(json.dumps(sample), output)
         assert by_schema == (error is None), (sample, error)
         assert value is None or isinstance(value, output)
+        verdicts.add(by_schema)
+    assert verdicts == {True, False}, "samples the model both accepts and refuses"
+
+
+@pytest.mark.parametrize("name", sorted(PURPOSES))
+def test_a_field_added_to_an_output_model_is_in_the_schema_the_model_is_sent(name):
+    """A schema written beside its model does not follow the model; a derived one does, in
+    the prompt (OUTPUT_SCHEMAS) and in the provider's response_format alike."""
+    from pydantic import create_model
+
+    from tasks.llm.openai_http import OpenAIProvider
+
+    assert set(OUTPUT_SCHEMAS) == set(PURPOSES) == {
+        "plan", "search", "review", "held_review", "briefing", "replan", "rerank"}
+    assert OUTPUT_SCHEMAS == output_schemas(PURPOSES)  # the module's schemas are that derivation
+    base = PURPOSES[name]
+    grown = create_model(f"Grown{base.output.__name__}", __base__=base.output,
+                         provenance=(str, ...))
+    in_prompt = output_schemas({**PURPOSES, name: base.model_copy(update={"output": grown})})[name]
+    sent = OpenAIProvider("http://model.invalid", "m", response_format="json_schema").body(
+        LlmRequest(name, [], output=grown))["response_format"]["json_schema"]["schema"]
+    assert sent == in_prompt
+    assert "provenance" in sent["properties"] and "provenance" in sent["required"]
+    assert "provenance" not in OUTPUT_SCHEMAS[name]["properties"]
+    # a reply the old model took is refused by the grown schema and model alike, until it has it
+    old = next(s for s in SAMPLES[name] if accepts(base.output, s))
+    grown_schema, with_it = jsonschema.Draft202012Validator(sent), {**old, "provenance": "p"}
+    assert not grown_schema.is_valid(old) and not accepts(grown, old)
+    assert grown_schema.is_valid(with_it) and accepts(grown, with_it)
 
 
 def test_validated_output_is_the_model_not_a_dict():
