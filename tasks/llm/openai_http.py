@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import httpx
 
@@ -20,8 +21,10 @@ class OpenAIProvider:
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *,
                  timeout_s: float = 60.0, max_retries: int = 3, backoff_s: float = 1.0,
                  response_format: str = "json_object", temperature: float = 0.0,
-                 max_output_tokens: int = 1024, client: httpx.Client | None = None):
+                 max_output_tokens: int = 1024, client: httpx.Client | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
         self.model = model
+        self.sleep = sleep  # the backoff's wait; injectable so what it asks for can be counted
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -46,7 +49,7 @@ class OpenAIProvider:
         last, retry_after = "", None
         for attempt in range(self.max_retries + 1):
             if attempt:
-                time.sleep(self._delay(attempt, retry_after))
+                self.sleep(self._delay(attempt, retry_after))
                 retry_after = None
             try:
                 response = self.client.post(self.url, json=body)
