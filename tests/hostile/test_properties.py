@@ -9,6 +9,7 @@ import csv
 import datetime as dt
 import io
 import json
+import re
 from pathlib import PurePosixPath
 
 from hypothesis import HealthCheck, example, given, settings, strategies as st
@@ -133,6 +134,12 @@ rows = st.dictionaries(st.sampled_from(["file", "doc_id", "corpus", "date", "tit
                                         "groups", "cote"]), sidecar_values, max_size=8)
 
 
+# The refusals a row can get: each names the field and what is wrong with it.
+ROW_REASON = re.compile(r"(?s)(doc_id|corpus|date|title|tenant|cote) must be a non-empty string"
+                        r"|groups must be a list of strings|groups is empty|missing file"
+                        r"|file .+ must be a path inside the folder|date .+ is not (YYYY-MM-DD|a calendar date)")
+
+
 @RUNS
 @given(rows)
 @example({"file": "../../etc/passwd"})
@@ -143,7 +150,7 @@ def test_a_sidecar_row_is_an_entry_inside_the_folder_or_a_value_error(row):
     try:
         entry = entry_from_row(row)
     except ValueError as exc:
-        assert str(exc)
+        assert ROW_REASON.fullmatch(str(exc)), str(exc)  # a reason a person can act on, naming the field
         return
     path = PurePosixPath(entry.file)
     assert not path.is_absolute() and ".." not in path.parts  # never outside the folder
@@ -156,8 +163,16 @@ def test_a_sidecar_row_is_an_entry_inside_the_folder_or_a_value_error(row):
 def test_any_json_sidecar_text_parses_or_is_refused_whole(text):
     try:
         sidecar = parse_sidecar("sidecar.json", text)
-    except SidecarError as exc:
-        assert str(exc)
+    except SidecarError as exc:  # the refusal names the file and says what is wrong with it
+        message = str(exc)
+        try:
+            json.loads(text)
+        except json.JSONDecodeError:
+            assert re.fullmatch(r"sidecar\.json is not valid JSON \(.+ at line \d+\)", message), message
+        except RecursionError:
+            assert message == "sidecar.json is JSON nested too deeply to be a list of rows", message
+        else:
+            assert message == "sidecar.json must be a JSON list of objects", message
         return
     assert all(reason.startswith("sidecar.json row ") for reason in sidecar.refused.values())
 
@@ -169,8 +184,17 @@ def test_any_json_sidecar_text_parses_or_is_refused_whole(text):
 def test_any_csv_sidecar_text_parses_or_is_refused_whole(text):
     try:
         sidecar = parse_sidecar("sidecar.csv", text)
-    except SidecarError as exc:
-        assert str(exc)
+    except SidecarError as exc:  # the refusal names the file and says what is wrong with it
+        message = str(exc)
+        try:
+            header = csv.DictReader(io.StringIO(text)).fieldnames or []
+        except csv.Error:
+            header = None
+        if header is not None and "file" not in header:
+            assert message == "sidecar.csv has no 'file' column", message
+        else:
+            assert re.fullmatch(r"sidecar\.csv is not a readable CSV table \(line \d+: .+\)",
+                                message, re.DOTALL), message
         return
     for entry in sidecar.entries.values():
         assert ".." not in PurePosixPath(entry.file).parts
