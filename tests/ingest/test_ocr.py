@@ -276,15 +276,14 @@ def test_the_second_reading_of_a_turned_page_gets_what_is_left_of_the_page_budge
 
 def test_a_page_whose_budget_is_spent_by_the_first_reading_skips_orientation_detection(
         monkeypatch, osd_calls):
-    import time
-
-    real = ocr.read_image
+    real, now = ocr.read_image, [0.0]
 
     def slow(*args, **kwargs):
         result = real(*args, **kwargs)
-        time.sleep(1.0)  # the first reading leaves under half a second of the 1.5 s budget
+        now[0] += 1.0  # the first reading leaves half a second of the 1.5 s budget: too little
         return result
 
+    monkeypatch.setattr(ocr, "clock", lambda: now[0])
     monkeypatch.setattr(ocr, "read_image", slow)
     page = ocr_pages([_upside_down_line()], OcrSettings(workers=1, page_timeout_s=1.5))[0]
     assert osd_calls == [] and page.rotation == 0 and page.raw_text  # the first reading stands

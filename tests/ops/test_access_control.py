@@ -4,7 +4,6 @@ outside their validity interval (one under embargo, one withdrawn). Every test r
 active, once for a principal on the serving route and once for one on the canary route."""
 import json
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,8 +97,14 @@ def two_tenants(request, tmp_path_factory):
         for who in ROUTES:
             r = Retriever.open(settings, resolve_principal(settings, who))
             assert r.dense_plan.use_index(1) and not r.index_flags
-    time.sleep(0.05)
-    return settings, time.time()
+    return settings, files_of(home)
+
+
+def files_of(home: Path) -> dict[Path, tuple[int, int]]:
+    """Each file's (mtime_ns, size): what a test writes afterwards is what differs from this,
+    whatever the clock's or the filesystem's timestamp granularity."""
+    return {p: (st.st_mtime_ns, st.st_size) for p in home.rglob("*")
+            if p.is_file() and (st := p.stat())}
 
 
 @pytest.fixture(params=sorted(ROUTES))
@@ -167,7 +172,7 @@ def test_prompts_package_record_and_logs_stay_inside_the_allowed_set(two_tenants
 
 
 def test_ask_flow_artifacts_and_files_written_stay_inside_the_allowed_set(two_tenants, who):
-    settings, ingested_at = two_tenants
+    settings, before = two_tenants
     home = settings.home
     package = ask(AskParams(question=QUESTION, principal=who, provider="rules"), settings=settings)
     assert package.documents and not _leaks(package.model_dump()) and package.route == ROUTES[who]
@@ -182,7 +187,7 @@ def test_ask_flow_artifacts_and_files_written_stay_inside_the_allowed_set(two_te
     assert ours and not any(_leaks(a.data) for a in artifacts)
     # nothing written by the question (records, caches) mentions it; the generation's own
     # index files (LanceDB, lineage, the per-generation BM25 index) hold every tenant by design
-    written = [p for p in home.rglob("*") if p.is_file() and p.stat().st_mtime > ingested_at
+    written = [p for p, stamp in files_of(home).items() if before.get(p) != stamp
                and not {"lance", "lineage", "indexes"} & set(p.relative_to(home).parts)]
     assert written and not any(m.encode() in p.read_bytes() for p in written for m in MARKERS)
 
