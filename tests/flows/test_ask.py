@@ -3,7 +3,6 @@ sample records), real Prefect, the offline `rules` provider."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -96,13 +95,9 @@ def test_ask_batch_answers_a_jsonl_with_bounded_concurrency(served_home, tmp_pat
 
 
 @pytest.mark.slow
-def test_rules_on_the_shared_corpus_answers_in_seconds(shared_corpus_home):
+def test_ask_on_the_shared_corpus_answers_with_ten_documents_that_resolve(shared_corpus_home):
+    # how long it takes is measured by bench/bench_ask.py --flow, not asserted here
     question = json.loads(SHARED_DEV.read_text("utf-8").splitlines()[0])["question"]
-    settings = settings_for(shared_corpus_home)
-    ask(params=AskParams(question="séance"), settings=settings)  # opens caches
-    started = time.perf_counter()
-    package = ask(params=AskParams(question=question), settings=settings)
-    assert time.perf_counter() - started < 10
-    assert package.cost.framework_s < 2.0
+    package = ask(params=AskParams(question=question), settings=settings_for(shared_corpus_home))
     assert len(package.documents) >= 10
     assert_resolves(shared_corpus_home, package)
