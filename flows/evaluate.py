@@ -50,6 +50,7 @@ def make_system(name: str, depth: int, options: EvalOptions, settings: MabillonS
                      params=settings.query,
                      new_ledger=lambda: Ledger(max_calls=llm.max_calls_per_question,
                                                max_tokens=llm.max_tokens_per_question))
+    raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
 
 
 def trained_on(system: System, questions_path: str) -> bool:
@@ -62,7 +63,6 @@ def trained_on(system: System, questions_path: str) -> bool:
         return False
     digest = "sha256:" + hashlib.sha256(Path(questions_path).read_bytes()).hexdigest()
     return judge.trained.get("questions_sha256") == digest
-    raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
 
 
 @task(name="evaluate-system", cache_policy=NONE)
