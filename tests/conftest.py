@@ -3,13 +3,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
-# Before anything imports prefect: each test session gets its own ephemeral Prefect database.
-os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="mabillon-prefect-"))
+# Before anything imports prefect: each test process gets its own ephemeral Prefect database.
+# Under xdist the workers inherit the controller's environment, and two servers on one SQLite
+# file lock each other out, so each worker takes a home of its own.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if WORKER or "PREFECT_HOME" not in os.environ:
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"mabillon-prefect-{WORKER or 'main'}-")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 for key, value in {"DASK_LOGGING__DISTRIBUTED": "warning", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "GX_ANALYTICS_ENABLED": "false",
@@ -21,6 +26,7 @@ for key, value in {"DASK_LOGGING__DISTRIBUTED": "warning", "HF_HUB_OFFLINE": "1"
     os.environ.setdefault(key, value)
 
 from schemas.settings import PROJECT_ROOT, MabillonSettings  # noqa: E402
+from tests.homes import home_templates  # noqa: E402,F401  (fixture)
 from tests.runners import dask_cluster, runner  # noqa: E402,F401  (fixtures)
 from tests.s3 import s3_bucket, s3_endpoint  # noqa: E402,F401  (fixtures)
 
@@ -74,14 +80,56 @@ def settings_for(home: Path, **overrides) -> MabillonSettings:
 
 
 @pytest.fixture(scope="session")
+def cli_prefect(tmp_path_factory):
+    """One Prefect server on loopback for the `mabillon` processes the tests start: a command
+    pointed at it (its `client_env()`) reports there instead of starting a temporary server of
+    its own, as a command beside `mabillon serve` does. Tests that kill a command mid-release keep
+    their own servers: a killed holder's release slot outlives it on a shared server."""
+    from flows.prefect_server import start_server
+    from tests.flows.conftest import free_port
+
+    root = tmp_path_factory.mktemp("cli-prefect")
+    server = start_server("127.0.0.1", free_port(), root / "server.log", prefect_home=root / "home")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def shared_corpus_home(tmp_path_factory) -> Path:
-    """The whole shared 1887 corpus ingested once per session (slow tests share it)."""
+    """The whole shared 1887 corpus ingested once per run (slow tests share it, read only).
+
+    Under xdist the first worker that needs it builds it in the run's common temporary folder,
+    under a file lock; another worker waits for it instead of ingesting the corpus again."""
+    from filelock import FileLock
+
     from flows.release import release
 
     if not SHARED_CORPUS.exists():
         pytest.skip(f"shared corpus not found at {SHARED_CORPUS}")
-    home = tmp_path_factory.mktemp("shared-home")
-    settings = settings_for(home)
-    settings.embedding.compile_query_encoder = True  # its questions use the compiled encoder, as users' do
-    release(paths=[str(SHARED_CORPUS)], settings=settings)
+    root = tmp_path_factory.getbasetemp()
+    if WORKER:
+        root = root.parent  # one folder above every worker's own
+    home, done = root / "shared-home", root / "shared-home.built"
+    with FileLock(str(root / "shared-home.lock")):
+        if not done.exists():
+            shutil.rmtree(home, ignore_errors=True)  # a build interrupted half-way
+            settings = settings_for(home)
+            settings.embedding.compile_query_encoder = True  # its questions use the compiled encoder, as users' do
+            release(paths=[str(SHARED_CORPUS)], settings=settings)
+            done.touch()
     return home
+
+
+# Under xdist (`--dist loadgroup`) a group of tests runs on one worker. Tests whose session
+# fixtures are one expensive stack (a Prefect server with `mabillon serve`, the shared corpus) are
+# one group, so each stack starts once per run; any other test goes with its module, so a
+# module's own fixtures are built once too.
+XDIST_GROUPS = {"served": {"prefect_server", "served_home", "serving", "ask_run", "served_bucket"},
+                "shared-corpus": {"shared_corpus_home"}}
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        group = next((g for g, fixtures in XDIST_GROUPS.items() if fixtures & used), item.module.__name__)
+        item.add_marker(pytest.mark.xdist_group(group))

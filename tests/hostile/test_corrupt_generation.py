@@ -24,13 +24,17 @@ EXTRA = {"doc_id": "jo-1887-03-12", "corpus": "journal_officiel", "date": "1887-
          "text": "PRÉSIDENCE DE M. FLOQUET. Suite de la discussion sur les sucres ; la clôture est prononcée."}
 
 
-@pytest.fixture
-def two_generations(tmp_path: Path, home: Path):
-    """g0001 serving; g0002 published beside it, not promoted."""
+def _two_generations(home: Path, inputs: Path) -> None:
     settings = settings_for(home)
-    release(paths=[str(write_records(tmp_path / "a.jsonl", SAMPLE_RECORDS))], settings=settings)
-    release(paths=[str(write_records(tmp_path / "b.jsonl", [*SAMPLE_RECORDS, EXTRA]))],
+    release(paths=[str(write_records(inputs / "a.jsonl", SAMPLE_RECORDS))], settings=settings)
+    release(paths=[str(write_records(inputs / "b.jsonl", [*SAMPLE_RECORDS, EXTRA]))],
             options=ReleaseOptions(promote=False), settings=settings)
+
+
+@pytest.fixture
+def two_generations(home_templates, home: Path):
+    """g0001 serving; g0002 published beside it, not promoted (a copy of one session-wide build)."""
+    settings = settings_for(home_templates.copy("corrupt-two-generations", _two_generations, home))
     layout = StoreLayout.from_settings(settings)
     assert read_routing(layout).serving == "g0001"
     return settings, layout

@@ -50,11 +50,18 @@ def index(request) -> dict:
     return {"index": IndexSettings(ann_min_rows=0, exact_below_allowed=0)} if request.param == "ann" else {}
 
 
+def _published(index: dict):
+    def build(home: Path, inputs: Path) -> None:
+        release(paths=[str(write_records(inputs / "a.jsonl", [*SAMPLE_RECORDS, SECRET]))],
+                settings=settings_for(home, **index))
+    return build
+
+
 @pytest.fixture
-def published(tmp_path: Path, home: Path, index):
-    settings = settings_for(home, **index)
-    release(paths=[str(write_records(tmp_path / "a.jsonl", [*SAMPLE_RECORDS, SECRET]))], settings=settings)
-    return settings
+def published(request, home_templates, home: Path, index):
+    """The sample and SECRET published as g0001 (a copy of one session-wide build per index)."""
+    key = f"deletion-published-{request.node.callspec.params['index']}"
+    return settings_for(home_templates.copy(key, _published(index), home), **index)
 
 
 def test_delete_masks_at_once_publishes_without_it_and_purges_every_copy(published, home: Path):
@@ -97,11 +104,9 @@ def test_reingesting_a_deleted_document_is_refused(published, tmp_path: Path):
     assert "was deleted" in again.quarantined[0].reason
 
 
-def test_with_a_retention_window_gc_purges_once_it_has_passed(tmp_path: Path, home: Path, index,
-                                                              monkeypatch):
+def test_with_a_retention_window_gc_purges_once_it_has_passed(published, home: Path, index, monkeypatch):
     # An hour's window, and the clock moved past it: a loaded machine cannot outrun it.
     settings = settings_for(home, retention=RetentionSettings(deletion_window_s=3600), **index)
-    release(paths=[str(write_records(tmp_path / "a.jsonl", [*SAMPLE_RECORDS, SECRET]))], settings=settings)
     result = delete(DeleteParams(doc_ids=[SECRET["doc_id"]]), settings=settings)
     assert result.purged_after_s is None
     assert SECRET["doc_id"] not in hits(settings, MARKER)  # masked at once
@@ -121,12 +126,20 @@ def test_with_a_retention_window_gc_purges_once_it_has_passed(tmp_path: Path, ho
     assert files_containing(home, MARKER) == []
 
 
-def test_gc_retires_generations_beyond_retention_but_keeps_serving_and_pinned(tmp_path: Path, home: Path, index):
+def _one_generation_per_record(index: dict):
+    def build(home: Path, inputs: Path) -> None:
+        for i, rec in enumerate(SAMPLE_RECORDS):
+            release(paths=[str(write_records(inputs / f"{i}.jsonl", [rec]))], settings=settings_for(home, **index))
+    return build
+
+
+def test_gc_retires_generations_beyond_retention_but_keeps_serving_and_pinned(request, home_templates,
+                                                                            home: Path, index):
     from flows.operate import pin
 
+    key = f"deletion-four-generations-{request.node.callspec.params['index']}"
+    home_templates.copy(key, _one_generation_per_record(index), home)
     settings = settings_for(home, retention=RetentionSettings(keep_last=1), **index)
-    for i, rec in enumerate(SAMPLE_RECORDS):
-        release(paths=[str(write_records(tmp_path / f"{i}.jsonl", [rec]))], settings=settings)
     layout = StoreLayout.from_settings(settings)
     pin(layout, "g0002")
     report = gc(settings=settings)

@@ -30,15 +30,19 @@ def ranked_ids(settings) -> list[list[str]]:
     return [[h.doc_id for h in retriever.warm_start(q, k=10)] for q in QUESTIONS]
 
 
-@pytest.fixture
-def two_generations(tmp_path: Path, home: Path):
+def _two_generations(home: Path, inputs: Path) -> None:
     settings = settings_for(home)
-    release(paths=[str(write_records(tmp_path / "a.jsonl", SAMPLE_RECORDS[:3]))], settings=settings)
+    release(paths=[str(write_records(inputs / "a.jsonl", SAMPLE_RECORDS[:3]))], settings=settings)
     edited = [dict(r) for r in SAMPLE_RECORDS]
     edited[1]["text"] = "Une chronique mondaine sans rapport avec la Chambre."
-    release(paths=[str(write_records(tmp_path / "b.jsonl", edited))],
+    release(paths=[str(write_records(inputs / "b.jsonl", edited))],
             options=ReleaseOptions(promote=False), settings=settings)
-    return settings
+
+
+@pytest.fixture
+def two_generations(home_templates, home: Path):
+    """g0001 serving, g0002 staged beside it (a copy of one session-wide build)."""
+    return settings_for(home_templates.copy("switching-two-generations", _two_generations, home))
 
 
 def test_rollback_after_a_bad_promotion_restores_the_previous_answers_exactly(two_generations):
