@@ -18,7 +18,6 @@ from tasks.store.lineage_store import read_lineage_table
 from tasks.store.routing import read_routing
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
 from tests.fixtures import make_samples as fx
-from tests.runners import RUNNERS
 
 pytestmark = pytest.mark.slow
 
@@ -61,8 +60,9 @@ def _kill_at_crash_point(proc: subprocess.Popen, marker: Path, timeout: float = 
     proc.wait()
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
-@pytest.mark.parametrize("point", ["embed", "switch"])
+# Killed mid-embed, Dask workers are writing caches of their own, so both runners are killed
+# there; the switch happens in the flow's own process, whatever the runner.
+@pytest.mark.parametrize(("point", "runner"), [("embed", "local"), ("embed", "dask"), ("switch", "local")])
 def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, runner: str, tmp_path: Path,
                                                                  home: Path):
     settings = settings_for(home)

@@ -1,4 +1,8 @@
-"""The release flow end to end on small exports: real LanceDB, real Prefect (ephemeral), real model."""
+"""The release flow end to end on small exports: real LanceDB, real Prefect (ephemeral), real model.
+
+The tests taking `runner` run on both runners: a first ingest, an unchanged rerun and the run's
+report (its OCR pages fanned out) are where the runner matters. The rest is the same flow's logic
+on either runner, and runs locally. (A worker killed mid-OCR is tests/flows/test_crash_safety.py.)"""
 from pathlib import Path
 
 import duckdb
@@ -42,8 +46,8 @@ def test_unchanged_rerun_publishes_nothing_and_reembeds_nothing(records_file: Pa
     assert sorted(p.stat().st_mtime_ns for p in vectors_dir.rglob("*.parquet")) == before
 
 
-def test_changed_content_makes_a_new_revision_and_keeps_the_old(tmp_path: Path, home: Path, runner: dict):
-    settings = settings_for(home, **runner)
+def test_changed_content_makes_a_new_revision_and_keeps_the_old(tmp_path: Path, home: Path):
+    settings = settings_for(home)
     export = write_records(tmp_path / "a.jsonl", SAMPLE_RECORDS)
     release(paths=[str(export)], settings=settings)
     edited = [dict(r) for r in SAMPLE_RECORDS]
@@ -62,19 +66,19 @@ def test_changed_content_makes_a_new_revision_and_keeps_the_old(tmp_path: Path, 
         document_lineage(layout, "g0001", SAMPLE_RECORDS[1]["doc_id"])["chunks"]
 
 
-def test_a_run_adds_to_the_serving_sources(tmp_path: Path, home: Path, runner: dict):
-    settings = settings_for(home, **runner)
+def test_a_run_adds_to_the_serving_sources(tmp_path: Path, home: Path):
+    settings = settings_for(home)
     release(paths=[str(write_records(tmp_path / "a.jsonl", SAMPLE_RECORDS[:2]))], settings=settings)
     result = release(paths=[str(write_records(tmp_path / "b.jsonl", SAMPLE_RECORDS[2:]))], settings=settings)
     assert result.counts.sources == len(SAMPLE_RECORDS)
     assert result.run.added == len(SAMPLE_RECORDS) - 2
 
 
-def test_failing_validation_stops_the_release_and_serves_nothing(records_file: Path, home: Path, runner: dict):
+def test_failing_validation_stops_the_release_and_serves_nothing(records_file: Path, home: Path):
     strict = ValidationSettings(extra=[ExpectationConfig(
         table="chunks", expectation="ExpectColumnValuesToBeInSet",
         kwargs={"column": "corpus", "value_set": ["journal_officiel"]})])
-    settings = settings_for(home, validation=strict, **runner)
+    settings = settings_for(home, validation=strict)
     with pytest.raises(ValidationFailed) as info:
         release(paths=[str(records_file)], settings=settings)
     layout = StoreLayout.from_settings(settings)
@@ -84,8 +88,8 @@ def test_failing_validation_stops_the_release_and_serves_nothing(records_file: P
     assert not list(layout.generations.glob("*.yaml"))
 
 
-def test_failing_validation_leaves_the_previous_generation_serving(records_file: Path, tmp_path: Path, home: Path, runner: dict):
-    release(paths=[str(records_file)], settings=settings_for(home, **runner))
+def test_failing_validation_leaves_the_previous_generation_serving(records_file: Path, tmp_path: Path, home: Path):
+    release(paths=[str(records_file)], settings=settings_for(home))
     strict = ValidationSettings(extra=[ExpectationConfig(
         table="chunks", expectation="ExpectColumnValuesToNotMatchRegex",
         kwargs={"column": "text", "regex": "Erratum"})])
@@ -93,21 +97,21 @@ def test_failing_validation_leaves_the_previous_generation_serving(records_file:
     edited[1]["text"] += " Erratum."
     with pytest.raises(ValidationFailed):
         release(paths=[str(write_records(tmp_path / "e.jsonl", edited))],
-                settings=settings_for(home, validation=strict, **runner))
-    layout = StoreLayout.from_settings(settings_for(home, **runner))
+                settings=settings_for(home, validation=strict))
+    layout = StoreLayout.from_settings(settings_for(home))
     assert read_routing(layout).serving == "g0001"
     assert open_generation_table(layout, "g0001").count_rows() > 0
 
 
-def test_staged_generation_is_not_served_until_promoted(records_file: Path, home: Path, runner: dict):
-    result = release(paths=[str(records_file)], options=ReleaseOptions(promote=False), settings=settings_for(home, **runner))
+def test_staged_generation_is_not_served_until_promoted(records_file: Path, home: Path):
+    result = release(paths=[str(records_file)], options=ReleaseOptions(promote=False), settings=settings_for(home))
     assert result.published and not result.serving
-    assert read_routing(StoreLayout.from_settings(settings_for(home, **runner))).serving is None
+    assert read_routing(StoreLayout.from_settings(settings_for(home))).serving is None
 
 
-def test_duckdb_joins_every_chunk_to_its_revision_and_source(records_file: Path, home: Path, runner: dict):
-    release(paths=[str(records_file)], settings=settings_for(home, **runner))
-    layout = StoreLayout.from_settings(settings_for(home, **runner))
+def test_duckdb_joins_every_chunk_to_its_revision_and_source(records_file: Path, home: Path):
+    release(paths=[str(records_file)], settings=settings_for(home))
+    layout = StoreLayout.from_settings(settings_for(home))
     report = chunk_join_report(layout, "g0001")
     assert report["chunks"] > 0 and report["chunks"] == report["with_revision"] == report["with_source"]
     folder = layout.lineage_dir("g0001")
@@ -116,28 +120,28 @@ def test_duckdb_joins_every_chunk_to_its_revision_and_source(records_file: Path,
     assert n == report["chunks"]
 
 
-def test_folder_of_text_files_ingests_with_doc_ids_from_paths(tmp_path: Path, home: Path, runner: dict):
+def test_folder_of_text_files_ingests_with_doc_ids_from_paths(tmp_path: Path, home: Path):
     folder = tmp_path / "fonds"
     (folder / "serie-a").mkdir(parents=True)
     (folder / "serie-a" / "lettre-1.txt").write_text("Monsieur le Préfet,\n\nJ'ai l'honneur de vous informer.", "utf-8")
     (folder / "note.txt").write_text("Note du conservateur sur le classement du fonds.", "utf-8")
     (folder / "vide.txt").write_text("", "utf-8")
-    result = release(paths=[str(folder)], options=ReleaseOptions(corpus="fonds-prefecture"), settings=settings_for(home, **runner))
+    result = release(paths=[str(folder)], options=ReleaseOptions(corpus="fonds-prefecture"), settings=settings_for(home))
     assert result.counts.sources == 2
     assert [q.reason for q in result.quarantined] == ["empty file (0 bytes)"]
-    info = document_lineage(StoreLayout.from_settings(settings_for(home, **runner)), "g0001", "serie-a/lettre-1")
+    info = document_lineage(StoreLayout.from_settings(settings_for(home)), "g0001", "serie-a/lettre-1")
     assert info["source"]["corpus"] == "fonds-prefecture"
     assert info["pages"][0]["parser"].startswith("plaintext")
 
 
 def test_a_truncated_pdf_and_a_giant_blank_page_are_quarantined_and_the_rest_published(
-        tmp_path: Path, home: Path, runner: dict):
+        tmp_path: Path, home: Path):
     folder = tmp_path / "arrivage"
     folder.mkdir()
     (folder / "tronque.pdf").write_bytes(fx.truncated_pdf())
     (folder / "geante.pdf").write_bytes(fx.giant_blank_pdf())
     (folder / "lettre.txt").write_text("Monsieur le Préfet, j'ai l'honneur de vous informer.", "utf-8")
-    result = release(paths=[str(folder)], settings=settings_for(home, **runner))
+    result = release(paths=[str(folder)], settings=settings_for(home))
     reasons = {Path(q.uri).name: q.reason for q in result.quarantined}
     assert reasons["tronque.pdf"].startswith("no text found on any of its 3 page(s)")
     assert reasons["geante.pdf"] == "PDF page 1 is 200 × 200 in, over the limit of 100 in a side"
