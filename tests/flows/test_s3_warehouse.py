@@ -152,8 +152,9 @@ def test_gc_on_s3_removes_retired_generations_from_the_bucket(tmp_path: Path, ho
     assert ranked_ids(settings)  # the serving generation still answers
 
 
-def test_the_cli_takes_the_warehouse_and_credentials_from_the_environment(tmp_path: Path, home: Path, s3_bucket):
-    env = {**os.environ, **s3_bucket.env, "MABILLON_HOME": str(home),
+def test_the_cli_takes_the_warehouse_and_credentials_from_the_environment(tmp_path: Path, home: Path, s3_bucket,
+                                                                          cli_prefect):
+    env = {**os.environ, **s3_bucket.env, **cli_prefect.client_env(), "MABILLON_HOME": str(home),
            "MABILLON_WAREHOUSE_DIR": s3_bucket.uri("archive/warehouse")}
     export = write_records(tmp_path / "a.jsonl", SAMPLE_RECORDS)
 

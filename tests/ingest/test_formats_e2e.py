@@ -31,19 +31,20 @@ EXPECTED_PARSERS = {
 SCAN = "deliberations/vaux-le-moutier-an-2-brumaire-22"
 
 
-def mabillon(home: Path, *args: str, runner: str = "local") -> subprocess.CompletedProcess:
-    env = dict(os.environ, MABILLON_RUNNER=runner, MABILLON_DASK__WORKERS="2")
+def mabillon(home: Path, *args: str, runner: str = "local", prefect: dict | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, MABILLON_RUNNER=runner, MABILLON_DASK__WORKERS="2", **(prefect or {}))
     return subprocess.run([sys.executable, "-m", "flows.cli", *args, "--home", str(home)], env=env,
                           capture_output=True, text=True, timeout=900, check=True)
 
 
 @pytest.fixture(scope="module", params=RUNNERS)
-def ingested(request, tmp_path_factory) -> tuple[Path, dict]:
+def ingested(request, tmp_path_factory, cli_prefect) -> tuple[Path, dict]:
     """The bundled sample with its refusals, ingested through the CLI on each runner."""
     folder = tmp_path_factory.mktemp("inbox") / "sample"
     make_sample(folder, with_refusals=True)
     home = tmp_path_factory.mktemp("home")
-    result = json.loads(mabillon(home, "ingest", str(folder), "--json", runner=request.param).stdout)
+    result = json.loads(mabillon(home, "ingest", str(folder), "--json", runner=request.param,
+                                 prefect=cli_prefect.client_env()).stdout)
     assert result["run"]["runner"] == request.param
     return home, result
 

@@ -3,6 +3,7 @@ and rollback end it; deletion masks reach every route; bad requests change nothi
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -128,10 +129,11 @@ def test_gc_keeps_the_canary_generation(settings):
     assert "g0002" in report.kept and "g0001" in report.kept
 
 
-def test_the_cli_starts_a_canary_and_refuses_an_unknown_group(settings):
+def test_the_cli_starts_a_canary_and_refuses_an_unknown_group(settings, cli_prefect):
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "flows.cli", *args, "--home", str(settings.home), "--json"],
-                              cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+                              cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **cli_prefect.client_env()})
 
     before = _routing_bytes(settings)
     bad = cli("canary", "g0002", "--groups", "ghosts")
