@@ -41,11 +41,16 @@ demo: setup
 	$(BIN)/mabillon ask "$(SCAN_QUESTION)"
 	@echo "See the evidence on the page it came from: $(BIN)/mabillon reading-room, then http://127.0.0.1:4300"
 
+# Two workers: much of the suite waits on servers, subprocesses and browsers rather than the CPU.
+# tests/conftest.py groups the tests (a module, or one expensive stack) onto one worker each.
+PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+
 test: setup
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 bench: setup
 	$(BIN)/python bench/bench_ingest.py
