@@ -24,7 +24,7 @@ def sign_in(page, ui_url: str) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serving, tmp_path: Path):
-    from playwright.sync_api import expect
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 
     with headless_chromium(tmp_path / "profile") as page:
         sign_in(page, prefect_server.ui_url)
@@ -68,8 +68,16 @@ def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serv
             if "ask-evidence" in artifacts_of(prefect_server, run_id):
                 break
             page.wait_for_timeout(1_000)
-        page.reload()
-        page.get_by_text("Artifacts", exact=True).click()
+        # the tab lists what the UI fetched when it opened: on a loaded machine that can be
+        # before the artifact reached its list, so look again (bounded) rather than fail
+        for _ in range(10):
+            page.reload()
+            page.get_by_text("Artifacts", exact=True).click()
+            try:
+                page.get_by_text("ask-evidence").first.wait_for(timeout=10_000)
+                break
+            except PlaywrightTimeout:
+                continue
         page.get_by_text("ask-evidence").first.click()
         page.wait_for_url(re.compile(r"/artifacts/artifact/"))
         # the passage itself, with the question's words marked, is on the page
