@@ -20,12 +20,12 @@ from pydantic import BaseModel, Field, SecretStr
 from flows.release_gate import record_publish
 from flows.run_access import Refusal, deployment_run, mask_secret_parameters, run_actor
 from flows.run_names import canary_run_name, delete_run_name, gc_run_name, promote_run_name, rollback_run_name
+from flows.settle_deletions import Settlement, holding_release_slot, settle_deletions
 from schemas.generation import RoutingRecord
 from schemas.settings import MabillonSettings
 from tasks.ops import canary as canaries
 from tasks.ops import switching
-from tasks.ops.deletion import publish_without
-from tasks.ops.retention import GcReport, PurgeReport, collect_garbage, purge_documents
+from tasks.ops.retention import GcReport, PurgeReport, collect_garbage
 from tasks.store.documents import unknown_documents
 from tasks.store.layout import StoreLayout
 from tasks.store.routing import read_routing
@@ -80,6 +80,9 @@ class DeletionResult(BaseModel):
     published_after_s: float | None  # → a generation without them serves
     purged_after_s: float | None  # → gone from disk (None while the retention window runs)
     purge: PurgeReport | None = None
+    # Set when a release held the slot: the mask holds, and the new generation and the purge
+    # follow when that holder ends (it settles them).
+    behind: str | None = None
 
 
 def _refused(action: str, exc: BaseException):
@@ -116,7 +119,7 @@ def _switch(action: str, settings: MabillonSettings | None, params: OperatorFiel
     layout = StoreLayout.from_settings(settings)
     try:
         actor = run_actor(settings, params.operator_token, params.operator)
-        with serialised_release(layout):
+        with holding_release_slot(layout, settings):
             before = read_routing(layout)
             routing = switch(layout, actor)
     except (Refusal, switching.GenerationUnavailable, canaries.CanaryRefused) as exc:
@@ -191,26 +194,30 @@ def delete(params: DeleteParams, settings: MabillonSettings | None = None) -> De
     except Refusal as exc:
         return _refused("delete", exc)
     start = time.perf_counter()
-    with serialised_release(layout):
-        add_tombstones(layout, doc_ids, actor, params.reason)  # the mask, for every generation
-        masked = time.perf_counter() - start
-        generation, unknown_ids = publish_without(layout, settings.model_copy(update={"actor": actor}),
-                                                  doc_ids, params.reason)
-        published = time.perf_counter() - start if len(unknown_ids) < len(doc_ids) else None
-        if published is not None:  # a new generation serves: it gets its release record
-            record_publish(layout, generation, actor, f"delete: {params.reason}".strip(), via="delete")
-        purge, purged = None, None
-        if settings.retention.deletion_window_s <= 0:  # otherwise `mabillon gc` purges once it passed
-            purge = purge_documents(layout, set(doc_ids))
-            purged = time.perf_counter() - start
-    result = DeletionResult(doc_ids=doc_ids, unknown=unknown_ids, generation=generation,
-                            masked_after_s=masked, published_after_s=published,
-                            purged_after_s=purged, purge=purge)
+    add_tombstones(layout, doc_ids, actor, params.reason)  # the mask, for every generation, now
+    masked = time.perf_counter() - start
+    # the new generation and the purge, unless a release holds the slot: it settles them as it ends
+    result = deletion_result(doc_ids, masked, settle_deletions(layout, settings), start, layout)
     create_markdown_artifact(key="deletion", markdown=deletion_markdown(result, actor, params.reason))
     from flows.artifacts.generations import publish_generations
 
     publish_generations(layout)
     return result
+
+
+def deletion_result(doc_ids: list[str], masked_after_s: float, settled: Settlement | None,
+                    start: float, layout: StoreLayout) -> DeletionResult:
+    result = DeletionResult(doc_ids=doc_ids, unknown=[], generation=read_routing(layout).serving,
+                            masked_after_s=masked_after_s, published_after_s=None, purged_after_s=None)
+    if settled is None:  # settled meanwhile by a holder of the slot that ended
+        return result
+    if not set(doc_ids) <= set(settled.doc_ids):  # the slot was held: its holder settles them
+        return result.model_copy(update={"behind": settled.behind})
+    return result.model_copy(update={
+        "unknown": [d for d in doc_ids if d in settled.unknown], "generation": settled.generation,
+        "published_after_s": settled.published_at - start if settled.published_at else None,
+        "purged_after_s": settled.purged_at - start if settled.purged_at else None,
+        "purge": settled.purge})
 
 
 def deletion_markdown(r: DeletionResult, actor: str, reason: str) -> str:
@@ -219,6 +226,10 @@ def deletion_markdown(r: DeletionResult, actor: str, reason: str) -> str:
              *(f"- `{d}`" + (" (not in the serving generation: tombstoned only)" if d in r.unknown else "")
                for d in r.doc_ids), "",
              f"Gone from answers after {r.masked_after_s * 1000:.1f} ms."]
+    if r.behind:
+        lines.append(f"The release slot was held by {r.behind}: the generation without them, and "
+                     "their removal from disk, follow as it ends.")
+        return "\n".join(lines)
     if r.published_after_s is not None:
         lines.append(f"Generation {r.generation} without them serves after {r.published_after_s:.2f} s.")
     lines.append(f"Gone from disk after {r.purged_after_s:.2f} s." if r.purged_after_s is not None
@@ -238,7 +249,7 @@ def gc(params: GcParams | None = None, settings: MabillonSettings | None = None)
         run_actor(settings, params.operator_token, params.operator)
     except Refusal as exc:
         return _refused("gc", exc)
-    with serialised_release(layout):
+    with holding_release_slot(layout, settings):
         report = collect_garbage(layout, settings.retention.keep_last,
                                  timedelta(seconds=settings.retention.deletion_window_s))
     create_markdown_artifact(key="gc", markdown=(

@@ -60,6 +60,12 @@ def stop_group(process: subprocess.Popen | None, timeout_s: float = 20) -> None:
         process.wait(timeout_s)
 
 
+def private_dir(path: Path) -> Path:
+    """Create a Prefect home owner-only: its database holds run parameters (questions asked)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
 def api_url_for(host: str, port: int) -> str:
     # The browser calls the API at this address; a wildcard bind is reached via loopback.
     reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
@@ -107,7 +113,7 @@ def start_server(host: str, port: int, log_path: Path, prefect_home: Path | None
         env["PREFECT_SERVER_API_AUTH_STRING"] = auth_string
         env["PREFECT_API_AUTH_STRING"] = auth_string
     if prefect_home is not None:
-        env["PREFECT_HOME"] = str(prefect_home)
+        env["PREFECT_HOME"] = str(private_dir(prefect_home))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as sink:
         process = subprocess.Popen(

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from flows.artifacts.generations import publish_generations
 from flows.release_gate import gate_applies, hold_for_decision, record_publish
 from flows.runner import RunnerShape, api_for_workers, task_runner_for
+from flows.settle_deletions import holding_release_slot
 from flows.timing import StageClock, timed
 from schemas.generation import IngestResult, Parsed, RunCounts
 from schemas.settings import MabillonSettings
@@ -26,7 +27,6 @@ from tasks.ingest.publish import Publication, count_run, nothing_new, publish_ta
 from tasks.ingest.reconcile import reconcile_task
 from tasks.ingest.validate import validate_task
 from tasks.store.layout import StoreLayout
-from tasks.store.serialise import serialised_release
 
 
 class ReleaseOptions(BaseModel):
@@ -57,7 +57,7 @@ def release_steps(paths: list[str], options: ReleaseOptions | None = None,
     options, settings = options or ReleaseOptions(), settings or MabillonSettings()
     layout, runner = StoreLayout.from_settings(settings).ensure(), RunnerShape.of_this_flow_run(settings)
     gated = gate_applies(options.gate, settings)  # refused before any work where nobody could answer
-    with serialised_release(layout), StageClock() as clock:
+    with holding_release_slot(layout, settings), StageClock() as clock:
         base = serving_base(layout, settings.embedding)
         acquired = acquire(paths, access_defaults(options, settings), layout, settings.storage, base.tombstones,
                            options.defer)

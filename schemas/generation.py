@@ -189,6 +189,11 @@ class Tombstone(BaseModel):
     actor: str
     reason: str = ""
     purged_at: datetime | None = None
+    # The mask holds from the moment the tombstone is written; what follows needs the release
+    # slot (a generation without the document, and its purge when there is no retention window).
+    # True until that is done, by the delete itself or, when a release held the slot, by that
+    # release as it ends. (Absent in lists written before: settled then.)
+    pending: bool = False
 
 
 class TombstoneList(BaseModel):
@@ -199,6 +204,10 @@ class TombstoneList(BaseModel):
     @property
     def doc_ids(self) -> set[str]:
         return {t.doc_id for t in self.tombstones}
+
+    @property
+    def pending(self) -> list[Tombstone]:
+        return [t for t in self.tombstones if t.pending]
 
 
 # Events that change which generation serves everyone; the others (canary, gate) leave it be.

@@ -336,5 +336,12 @@ class MabillonSettings(BaseSettings):
         return (self.manifests_dir or self.home / "manifests").resolve()
 
     @property
+    def prefect_home(self) -> Path:
+        """This home's own Prefect state (its database of runs, artifacts and logs): the
+        PREFECT_HOME of the servers and flow runs started for this home, unless the
+        environment names a Prefect server or home of its own (flows/prefect_server.py)."""
+        return (self.home / ".prefect").resolve()
+
+    @property
     def parsing(self) -> ParseSettings:
         return ParseSettings(ocr=self.ocr, limits=self.limits, sandbox=self.sandbox)

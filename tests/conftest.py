@@ -83,8 +83,8 @@ def settings_for(home: Path, **overrides) -> MabillonSettings:
 def cli_prefect(tmp_path_factory):
     """One Prefect server on loopback for the `mabillon` processes the tests start: a command
     pointed at it (its `client_env()`) reports there instead of starting a temporary server of
-    its own, as a command beside `mabillon serve` does. Tests that kill a command mid-release keep
-    their own servers: a killed holder's release slot outlives it on a shared server."""
+    its own, as a command beside `mabillon serve` does. (The release slot is a file lock, never
+    held on a server: a command killed mid-release leaves nothing on it that blocks another.)"""
     from flows.prefect_server import start_server
     from tests.flows.conftest import free_port
 

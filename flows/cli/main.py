@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from flows.cli.errors import Exit, explain
+from flows.cli.prefect_api import adopt_prefect_home
 from flows.cli.quiet import configured_output, quiet_environment
 from schemas.settings import MabillonSettings
 
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with configured_output(verbose=args.verbose, debug=debug):
             settings = build_settings(args)
+            adopt_prefect_home(settings.prefect_home)  # before anything imports Prefect
             return int(args.func(args, settings) or 0)
     except KeyboardInterrupt:
         sys.stderr.write("mabillon: interrupted\n")

@@ -216,10 +216,14 @@ def cmd_delete(args: argparse.Namespace, settings: MabillonSettings) -> int:
              f"gone from answers after {r.masked_after_s * 1000:.1f} ms (tombstone)"]
     if r.unknown:
         lines.append(f"not in the serving generation (tombstoned, as forced): {', '.join(r.unknown)}")
-    if r.published_after_s is not None:
-        lines.append(f"generation {r.generation} without them serving after {r.published_after_s:.2f} s")
-    lines.append(f"gone from disk after {r.purged_after_s:.2f} s" if r.purged_after_s is not None
-                 else "physical removal after the retention window (`mabillon gc`)")
+    if r.behind:  # the mask holds; the rest is settled by the holder as it lets the slot go
+        lines.append(f"the release slot is held by {r.behind}: the generation without them and the "
+                     "removal from disk follow as it ends")
+    else:
+        if r.published_after_s is not None:
+            lines.append(f"generation {r.generation} without them serving after {r.published_after_s:.2f} s")
+        lines.append(f"gone from disk after {r.purged_after_s:.2f} s" if r.purged_after_s is not None
+                     else "physical removal after the retention window (`mabillon gc`)")
     emit(args, r.model_dump(mode="json"), "\n".join(lines))
     return 0
 

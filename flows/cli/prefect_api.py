@@ -1,4 +1,5 @@
-"""Which Prefect server a command's flow runs report to, chosen before Prefect is imported.
+"""Which Prefect server a command's flow runs report to, chosen before Prefect is imported,
+and where its state lives (`adopt_prefect_home`: the home's own, never one shared by all homes).
 
 1. `PREFECT_API_URL` set: that server (a deployment's own).
 2. A `mabillon serve` running for the same home: its server (and its auth string), found through
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from schemas.serving import ServeState
 from schemas.settings import MabillonSettings
@@ -94,10 +97,8 @@ class TemporaryServer:
     def __init__(self):
         import socket
         import subprocess
-        import sys
-        from pathlib import Path
 
-        from flows.prefect_server import DIE_WITH_PARENT
+        from flows.prefect_server import DIE_WITH_PARENT, private_dir
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -108,6 +109,8 @@ class TemporaryServer:
         app_dir = Path(importlib.util.find_spec("prefect").origin).parent.parent
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
                "PREFECT__SERVER_FINAL": "1", "PREFECT_API_URL": self.api_url}
+        if env.get("PREFECT_HOME"):  # its SQLite database goes there (the home's own: main())
+            private_dir(Path(env["PREFECT_HOME"]))
         self.process = subprocess.Popen(
             [sys.executable, "-c", DIE_WITH_PARENT, "-m", "uvicorn", "--app-dir", str(app_dir),
              "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
@@ -145,8 +148,6 @@ class TemporaryServer:
 
 
 def flush_to_api() -> None:
-    import sys
-
     if "prefect" not in sys.modules:
         return
     try:
@@ -186,8 +187,6 @@ def connect(settings: MabillonSettings, serve: ServeState | None = None) -> Pref
     """Point this process at a Prefect server (see the module's docstring). Call it before
     anything imports Prefect: Prefect reads its settings from the environment on import.
     The caller closes the link when the command ends (a temporary server stops then)."""
-    import sys
-
     if os.environ.get("PREFECT_API_URL"):
         return PrefectLink("environment", os.environ["PREFECT_API_URL"])
     serve = serve or running_serve(settings)
@@ -203,6 +202,27 @@ def connect(settings: MabillonSettings, serve: ServeState | None = None) -> Pref
     log.info("flow runs report to a temporary Prefect server at %s", server.api_url)
     return PrefectLink("temporary", server.api_url, server=server,
                        _env_before=_set_env({"PREFECT_API_URL": server.api_url}))
+
+
+def adopt_prefect_home(home_prefect: Path) -> Path:
+    """Give this process, and every process it starts, its home's own Prefect state.
+
+    Which Prefect database a command's runs land in, in order:
+    1. PREFECT_API_URL set: that server's (a deployment's worker, deploy/stack.py, the tests'
+       session server); it keeps its own database, wherever it runs.
+    2. PREFECT_HOME set in the environment: kept as given (the tests' per-worker home, a work
+       pool's workers); a user who sets it chooses to share it.
+    3. Otherwise the home's own, `<home>/.prefect` (`home_prefect`): the temporary server of a
+       CLI command, `mabillon serve`'s server and the flow runs it starts all keep this home's
+       runs, artifacts and logs there. Never `~/.prefect`, which every home would share, so that
+       one home's UI listed another's runs and questions (issue 32). Prefect's profiles are read
+       from there too, not from `~/.prefect/profiles.toml`.
+    Prefect reads PREFECT_HOME once, when it is imported: a process that has imported it already
+    (the tests, which set their own) is left as it is. Returns the Prefect home in force.
+    """
+    if "PREFECT_HOME" not in os.environ and "prefect" not in sys.modules:
+        os.environ["PREFECT_HOME"] = str(home_prefect)
+    return Path(os.environ.get("PREFECT_HOME") or home_prefect)
 
 
 def _set_env(values: dict[str, str]) -> dict[str, str | None]:

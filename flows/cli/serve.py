@@ -92,8 +92,9 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
             made_up = settings.serve.auth_string is None and not os.environ.get(
                 "PREFECT_SERVER_API_AUTH_STRING") and not getattr(args, "no_auth", False)
             auth = auth_string_for(args, settings)
-            server = start_server(settings.serve.host, settings.serve.port,
-                                  prefect_home() / "mabillon-server.log", auth_string=auth)
+            home = prefect_home(settings)  # the home's own database: its UI shows only its runs
+            server = start_server(settings.serve.host, settings.serve.port, home / "mabillon-server.log",
+                                  prefect_home=home, auth_string=auth)
             stack.callback(server.stop)
             api_url = server.api_url
             # before Prefect is imported here: its client reads these once
@@ -126,9 +127,10 @@ def cmd_serve(args: argparse.Namespace, settings: MabillonSettings) -> int:
     return 0
 
 
-def prefect_home() -> Path:
-    """Where the logs of the servers started here go (Prefect's home, read without importing it)."""
-    return Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect")
+def prefect_home(settings: MabillonSettings) -> Path:
+    """The Prefect home of the server started here, and where its logs go: PREFECT_HOME as the
+    command adopted it (flows/cli/prefect_api.py: the environment's, else the home's own)."""
+    return Path(os.environ.get("PREFECT_HOME") or settings.prefect_home)
 
 
 @contextlib.contextmanager
@@ -176,7 +178,7 @@ def reading_room_beside(args: argparse.Namespace, settings: MabillonSettings, ap
     port = args.reading_room_port or rr.port
     env = {**os.environ, "PREFECT_API_URL": api_url}
     room = start_reading_room(settings.home, rr.host, port,
-                              prefect_home() / "mabillon-reading-room.log", env)
+                              prefect_home(settings) / "mabillon-reading-room.log", env)
     os.environ.setdefault("MABILLON_READING_ROOM__URL", rr.url or room.url)
     try:
         yield room

@@ -12,12 +12,14 @@ log = logging.getLogger(__name__)
 
 
 def crash_point(configured: str | None, layout: StoreLayout, name: str) -> None:
-    """Test hook: stop at a named point and wait to be killed (crash-safety tests).
+    """Test hook: stop at a named point and wait to be killed (crash-safety tests), or to be let
+    go on (a test that does something while a release holds the slot, then lets it finish).
 
     `configured` is settings.test_crash_point (None: off). Writes a marker holding the pid of
     the process that stopped, so the test knows the run got there and whom to kill: the whole
     release, or only the Dask worker running the task. A point stops once per state root: a
-    task run again after its worker was killed goes on, as it would after a real crash.
+    task run again after its worker was killed goes on, as it would after a real crash. The
+    run goes on when the test writes `.go-on-<name>` beside the marker.
     """
     if configured != name:
         return
@@ -26,5 +28,6 @@ def crash_point(configured: str | None, layout: StoreLayout, name: str) -> None:
         return
     atomic_write_text(marker, str(os.getpid()))
     log.warning("stopped at crash point %s (test hook), pid %d", name, os.getpid())
-    while True:
-        time.sleep(1)
+    while not (layout.manifests / f".go-on-{name}").exists():
+        time.sleep(0.2)
+    log.warning("going on from crash point %s (test hook)", name)

@@ -252,8 +252,20 @@ def stage(base: Base, revisions: list[Revision], parsed: Parsed, chunks: list[Ch
     staged = merge_generation(base.tables, processed, pages, elements,
                               chunks_table(chunks, {r.revision_id: r for r in processed}),
                               vectors, generation, space)
+    staged = without_tombstoned(staged, read_tombstones(layout).doc_ids)
     staged.generation = generation
     return staged
+
+
+def without_tombstoned(staged: StagedGeneration, tombstoned: set[str]) -> StagedGeneration:
+    """Deleted documents are never staged again. The list is read afresh, not taken from the
+    run's start: a deletion masked while this release ran (it never waits for the release
+    slot), or one whose new generation is still to come, is left out of what this release
+    publishes. (A deletion masked after this step is masked at query time, and the release
+    settles it as it lets the slot go: flows/settle_deletions.py.)"""
+    dead = {s for s, d in zip(staged.sources["source_id"].to_pylist(), staged.sources["doc_id"].to_pylist())
+            if d in tombstoned}
+    return remove_sources(staged, dead) if dead else staged
 
 
 stage_task = as_task(stage, "stage")

@@ -64,12 +64,15 @@ def atomic_write_parquet(path: Path, table: pa.Table) -> None:
 
 
 class LockTimeout(RuntimeError):
-    """Another publish or promote holds the release lock."""
+    """Another process holds the lock (the release slot, the tombstone list) past the timeout."""
 
 
 @contextlib.contextmanager
-def release_lock(lock_path: Path, timeout_s: float = 600.0) -> Iterator[None]:
-    """Serialise publish and promote across processes (flock: released if the holder dies)."""
+def file_lock(lock_path: Path, timeout_s: float, busy: str) -> Iterator[None]:
+    """An exclusive flock on `lock_path`: the kernel releases it when the holder's process dies,
+    however it dies (SIGKILL, OOM, a lost power supply), so no holder outlives itself. Python
+    opens it close-on-exec, so a child process (a parser sandbox, a server) never inherits it.
+    `timeout_s` 0 tries once. `busy` is the message of the LockTimeout raised after it."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+") as fh:
         deadline = time.monotonic() + timeout_s
@@ -79,9 +82,7 @@ def release_lock(lock_path: Path, timeout_s: float = 600.0) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise LockTimeout(
-                        f"another release or promotion holds {lock_path}; retry when it ends"
-                    ) from None
+                    raise LockTimeout(busy) from None
                 time.sleep(0.2)
         try:
             fh.seek(0)
@@ -91,3 +92,9 @@ def release_lock(lock_path: Path, timeout_s: float = 600.0) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def release_lock(lock_path: Path, timeout_s: float = 600.0):
+    """Serialise publish, promote, delete and gc across processes (see tasks/store/serialise.py)."""
+    return file_lock(lock_path, timeout_s, f"another release or promotion holds {lock_path}; "
+                                           "retry when it ends")

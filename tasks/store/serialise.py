@@ -1,19 +1,24 @@
-"""Publish, promote, roll back, delete and gc run one at a time, per home.
+"""Publish, promote, roll back, delete and gc run one at a time, per home: the release slot.
 
-Two guards, because either alone has a gap: a Prefect global concurrency limit (visible in the
-UI, honoured by every deployment run against the same Prefect API) and the release file lock
-(honoured by every process on this state root, with or without Prefect, and released by the
-OS if the holder dies).
+The slot is one OS file lock (flock) on the home's manifests folder, and nothing else. The
+kernel releases it the moment its holder's process ends, however it ends: a SIGKILLed ingest,
+an OOM kill, a crashed machine (on reboot) leave nothing to expire, and the next command takes
+the slot at once. Every process that writes this home's state shares the manifests folder, so
+the lock reaches them all: CLI commands, the runs of `mabillon serve`'s deployments, workers
+of a work pool on the same volume.
 
-Both belong to one home: the limit's name carries the home's identity (a digest of its
-manifests folder), so two homes sharing a Prefect database never wait for each other. Whoever
-holds the slot writes who it is beside the lock; a command that has to wait says so, naming the
-holder, instead of hanging silently.
+There used to be a second guard, a Prefect global concurrency limit with a lease. Its lease
+lived in the memory of the Prefect server the holder talked to: a CLI command's temporary
+server died with a killed command, and the slot stayed taken for good (issue 32). The lock
+alone is the authority now; a slot is never held in a server and no pause holds it.
+
+Whoever holds the slot writes who it is beside the lock (`.release.holder.json`); a command
+that has to wait says so, naming the holder, instead of hanging silently. The record is only
+words: a record left by a killed holder is overwritten by the next one and never blocks.
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -27,20 +32,7 @@ from tasks.store.atomic import LockTimeout, release_lock
 from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
-RELEASE_LIMIT = "mabillon-release"  # the prefix; see release_limit_name
 WAIT_NOTICE_S = 2.0  # say who holds the slot once waiting has lasted this long
-# A live holder renews its lease every 3/4 of this; a killed one (SIGKILL, a lost machine) holds
-# the slot only until it lapses, so the next operator waits about a minute, not Prefect's default
-# five. The file lock, released by the OS at once, still keeps two writers apart meanwhile.
-RELEASE_LEASE_S = 60.0
-
-
-def home_identity(layout: StoreLayout) -> str:
-    return hashlib.sha256(str(layout.manifests.resolve()).encode()).hexdigest()[:12]
-
-
-def release_limit_name(layout: StoreLayout) -> str:
-    return f"{RELEASE_LIMIT}-{home_identity(layout)}"
 
 
 def holder_path(layout: StoreLayout):
@@ -52,15 +44,13 @@ def current_run() -> dict:
     info = {"pid": os.getpid(), "host": socket.gethostname(),
             "command": " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:200],
             "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    try:
+    if "prefect" in sys.modules:  # never imported for this: a plain command stays light
         from prefect.context import FlowRunContext
 
         ctx = FlowRunContext.get()
         if ctx and ctx.flow_run:
             info["flow_run"] = ctx.flow_run.name
             info["flow_run_id"] = str(ctx.flow_run.id)
-    except Exception:  # no Prefect in this process
-        pass
     return info
 
 
@@ -71,35 +61,29 @@ def read_holder(layout: StoreLayout) -> dict | None:
         return None
 
 
+def holder_alive(holder: dict) -> bool | None:
+    """Whether the recorded holder's process still runs (None: on another host, unknown)."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return None
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
 def holder_words(holder: dict | None) -> str:
     if not holder:
         return "another release, promotion or deletion"
     run = f" (flow run {holder['flow_run']!r})" if holder.get("flow_run") else ""
+    # A dead recorded holder while the lock is taken: the record is stale and the live holder
+    # has not written its own yet (a moment), so the words must not blame the dead one.
+    gone = " (no longer running; another process has just taken the slot)" \
+        if holder_alive(holder) is False else ""
     return (f"`{holder.get('command', '?')}`{run}, pid {holder.get('pid')} on {holder.get('host')}, "
-            f"since {holder.get('since', '?')}")
-
-
-def ensure_release_limit(name: str) -> bool:
-    """Create the one-slot limit on the Prefect API if missing; False when no API is reachable."""
-    try:
-        from prefect.client.orchestration import get_client
-
-        with get_client(sync_client=True) as client:
-            client.upsert_global_concurrency_limit_by_name(name, 1)
-        return True
-    except Exception as exc:  # no Prefect API: the file lock alone serialises
-        log.debug("no Prefect concurrency limit: %s", exc)
-        return False
-
-
-def _prefect_in_use() -> bool:
-    """Only a process that already runs Prefect (a flow) takes the Prefect slot: a plain CLI
-    command (pin) must not start a server for it."""
-    if "prefect" not in sys.modules:
-        return False
-    from prefect.context import FlowRunContext
-
-    return FlowRunContext.get() is not None
+            f"since {holder.get('since', '?')}{gone}")
 
 
 @contextlib.contextmanager
@@ -110,7 +94,6 @@ def _noticed_wait(layout: StoreLayout, what: str) -> Iterator[None]:
     done = threading.Event()
 
     def notice():
-        # a slow API alone is no reason to speak: only a slot someone holds is
         if not done.wait(WAIT_NOTICE_S) and (holder := read_holder(layout)) is not None:
             log.warning("waiting for %s of %s: held by %s", what, layout.manifests.parent,
                         holder_words(holder))
@@ -125,20 +108,12 @@ def _noticed_wait(layout: StoreLayout, what: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def serialised_release(layout: StoreLayout, timeout_s: float = 3600) -> Iterator[None]:
-    name = release_limit_name(layout)
-    slot = contextlib.nullcontext()
-    if _prefect_in_use() and ensure_release_limit(name):
-        from prefect.concurrency.sync import concurrency
-
-        slot = concurrency(name, occupy=1, timeout_seconds=timeout_s, lease_duration=RELEASE_LEASE_S,
-                           strict=False)
+    """Hold this home's release slot; `timeout_s` 0 tries once (LockTimeout when it is taken)."""
     started = time.monotonic()
     with _noticed_wait(layout, "the release slot"):
         try:
-            with contextlib.ExitStack() as stack:
-                stack.enter_context(slot)
-                stack.enter_context(release_lock(layout.lock, timeout_s=timeout_s))
-                held = stack.pop_all()
+            held = contextlib.ExitStack()
+            held.enter_context(release_lock(layout.lock, timeout_s=timeout_s))
         except LockTimeout:
             raise LockTimeout(f"{holder_words(read_holder(layout))} held the release slot of this "
                               f"home for over {time.monotonic() - started:.0f} s; retry when it "

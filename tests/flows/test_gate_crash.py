@@ -15,7 +15,6 @@ import httpx
 import pytest
 
 from schemas.settings import PROJECT_ROOT
-from tasks.store.serialise import RELEASE_LEASE_S
 from tests.conftest import SAMPLE_RECORDS, write_records
 from tests.flows.conftest import free_port
 
@@ -26,8 +25,8 @@ NEW = {"doc_id": "temps-1887-03-09", "corpus": "le_temps", "date": "1887-03-09",
 
 @pytest.fixture(scope="module")
 def own_server(tmp_path_factory):
-    """A server of its own: a run killed inside the release limit holds that slot until its lease
-    lapses, which must not stall the other tests' releases."""
+    """A server of its own: the runs killed here stay on it (paused, running), and must not show
+    in the other tests' lists of paused runs."""
     from flows.serve import start_server
 
     root = tmp_path_factory.mktemp("crash-server")
@@ -109,12 +108,10 @@ def test_a_gated_release_killed_anywhere_leaves_routing_intact(point, own_server
     assert json.loads(routing_before)["serving"] == "g0001"
     assert (home / "manifests" / "generations" / "g0002.yaml").exists()  # the candidate stays staged
     assert not list((home / "manifests").glob("releases/g0002-*.yaml"))
-    # nothing is left locked: an operator can still promote the staged candidate by hand, without
-    # waiting out Prefect's default five-minute lease on the slot the killed run held
-    started = time.monotonic()
+    # nothing is left locked: an operator can still promote the staged candidate by hand at once,
+    # the slot the killed run held freed with its process (issue 32's bound: two minutes)
     promote = _cli(home, own_server.api_url, ["promote", "g0002", "--reason", "after the crash", "--json"],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = promote.communicate(timeout=600)
+    out, err = promote.communicate(timeout=120)
     assert promote.returncode == 0, err.decode()[-2000:]
     assert json.loads(out)["serving"] == "g0002"
-    assert time.monotonic() - started < 3 * RELEASE_LEASE_S

@@ -13,6 +13,8 @@ from schemas.settings import RetentionSettings
 from tasks.query.retriever import Retriever
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_lineage_table
+from tasks.store.routing import read_routing
+from tasks.store.tombstones import add_tombstones, read_tombstones
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
 
 PUBLIC = Principal(principal_id="default", tenant="default", groups=["public"])
@@ -150,3 +152,22 @@ def test_gc_retires_generations_beyond_retention_but_keeps_serving_and_pinned(re
     assert sorted(tagged_generations(layout)) == ["g0002", "g0004"]
     assert sorted(p.name for p in (home / "warehouse" / "indexes").iterdir()) == ["g0002", "g0004"]
     assert _index_dirs(home) <= _indexes_of_tagged(layout)  # no index files of retired versions
+
+
+@pytest.mark.parametrize("index", ["exact"], indirect=True)
+def test_a_release_leaves_out_a_deleted_document_whose_new_generation_is_still_to_come(published, home: Path,
+                                                                                       tmp_path: Path):
+    """A delete that found the release slot held leaves its tombstone pending (masked, still in
+    the serving generation): the next release stages without it, where its reconcile used to
+    refuse the generation, and settles it (purged: no retention window)."""
+    settings = published
+    layout = StoreLayout.from_settings(settings)
+    add_tombstones(layout, [SECRET["doc_id"]], "archivist", "droit à l'oubli")
+    more = {"doc_id": "temps-1887-03-09", "corpus": "le_temps", "date": "1887-03-09",
+            "text": "Le Temps. La discussion sur les blés reprend; M. Méline répond aux députés de la Brie."}
+    result = release(paths=[str(write_records(tmp_path / "more.jsonl", [more]))], settings=settings)
+    assert result.serving and result.generation == read_routing(layout).serving == "g0002"
+    assert SECRET["doc_id"] not in read_lineage_table(layout, "g0002", "sources")["doc_id"].to_pylist()
+    assert not read_tombstones(layout).pending
+    assert SECRET["doc_id"] not in hits(settings, MARKER)
+    assert files_containing(home, MARKER) == []
