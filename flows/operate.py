@@ -28,6 +28,7 @@ from tasks.ops import switching
 from tasks.ops.retention import GcReport, PurgeReport, collect_garbage
 from tasks.store.documents import unknown_documents
 from tasks.store.layout import StoreLayout
+from tasks.store.manifests import read_manifest
 from tasks.store.routing import read_routing
 from tasks.store.serialise import serialised_release
 from tasks.store.tombstones import add_tombstones
@@ -133,9 +134,19 @@ def _switch(action: str, settings: MabillonSettings | None, params: OperatorFiel
                   "query encoder). Shows what serves now and the generations.")
 def promote(params: PromoteParams, settings: MabillonSettings | None = None) -> RoutingRecord:
     def switch(layout: StoreLayout, actor: str) -> RoutingRecord:
-        before = read_routing(layout).serving
-        routing = switching.promote(layout, params.generation, actor, params.reason)
-        if routing.serving != before:
+        before = read_routing(layout)
+        switching.check_servable(layout, params.generation, before)
+        # An operator may serve a candidate built before the serving generation (an explicit
+        # act, unlike a gate's approval, which is refused then): it goes on, and the routing
+        # history, this run and the release record say what it leaves out.
+        since = switching.published_since(layout, params.generation, before)
+        reason = params.reason
+        if since:
+            words = switching.since_words(params.generation, read_manifest(layout, params.generation).parent, since)
+            log.warning("promote %s: %s", params.generation, words)
+            reason = f"{reason} (note: {words})".strip()
+        routing = switching.promote(layout, params.generation, actor, reason)
+        if routing.serving != before.serving:
             record_publish(layout, params.generation, actor, params.reason, action="promote", via="promote")
         return routing
     return _switch("promote", settings, params, switch)

@@ -57,6 +57,22 @@ def release_steps(paths: list[str], options: ReleaseOptions | None = None,
     options, settings = options or ReleaseOptions(), settings or MabillonSettings()
     layout, runner = StoreLayout.from_settings(settings).ensure(), RunnerShape.of_this_flow_run(settings)
     gated = gate_applies(options.gate, settings)  # refused before any work where nobody could answer
+    result = build_and_publish(paths, options, settings, layout, runner, gated)
+    while gated and result.published:  # shadow, then paused until a person decides; the wait holds no lock
+        result = hold_for_decision(result, settings, options.gate_timeout_s)
+        publish_generations(layout, result.generation)  # what the decision changed
+        if result.decision != "rebase":
+            break
+        # another generation was published while it waited: build again on that one (the
+        # sources' pages and vectors are cached), and ask again about the rebased candidate
+        result = build_and_publish(paths, options, settings, layout, runner, gated)
+    return result
+
+
+def build_and_publish(paths: list[str], options: ReleaseOptions, settings: MabillonSettings,
+                      layout: StoreLayout, runner: RunnerShape, gated: bool) -> IngestResult:
+    """The stages, under the release slot, on whatever serves now: a generation published
+    (staged when gated), or nothing new."""
     with holding_release_slot(layout, settings), StageClock() as clock:
         base = serving_base(layout, settings.embedding)
         acquired = acquire(paths, access_defaults(options, settings), layout, settings.storage, base.tombstones,
@@ -80,9 +96,6 @@ def release_steps(paths: list[str], options: ReleaseOptions | None = None,
             result.release_record = record_publish(layout, result.generation, settings.actor, options.reason)
         publish_generations(layout, result.generation)
     result.run.stage_seconds = clock.seconds
-    if gated:  # shadow, then paused until a person decides; the wait holds no lock
-        result = hold_for_decision(result, settings, options.gate_timeout_s)
-        publish_generations(layout, result.generation)  # what the decision changed
     return result
 
 

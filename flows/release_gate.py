@@ -1,9 +1,12 @@
 """The release gate inside a `release` run: shadow the staged candidate, pause for a person, apply
 the decision, leave a release record.
 
-The pause holds no lock: the release lock and the one-slot release limit are taken only to
-publish (before) and to apply the decision (after), so other operations go on while a reviewer
-reads the report. The decision form is `GateDecision`, its description the shadow report.
+The pause holds no lock and no lease: the release lock and the one-slot release limit are taken
+only to publish (before) and to apply the decision (after), so other operations go on while a
+reviewer reads the report; and the `release` deployment has no Prefect deployment concurrency
+limit (flows/serve.py), whose lease the paused run could not keep. The decision form is
+`GateDecision`, its description the shadow report. A decision on a candidate whose base no longer
+serves is refused with words, or rebased (tasks/ops/gate.py): the run then builds again.
 A run that cannot be paused for a person (no Prefect server to resume it through) refuses to
 start the gate rather than wait for nobody.
 """
@@ -35,7 +38,6 @@ from tasks.store.layout import StoreLayout
 from tasks.store.manifests import read_manifest
 from tasks.store.release_records import write_release_record
 from tasks.store.routing import read_routing
-from tasks.store.serialise import serialised_release
 
 log = logging.getLogger(__name__)
 GATE_ACTOR = "release-gate"
@@ -84,11 +86,12 @@ def _forget_answer(flow_run_id: str | None, pause_key: str) -> None:
 
 
 def _record(layout: StoreLayout, generation: str, decision: Decision, before, after, arrival,
-            report: GateReport | None) -> str:
+            report: GateReport | None, refused: list[str] | None = None) -> str:
     """Write the release record (the caller holds the release lock) and show it in the UI."""
     record = build_record(layout, generation, decision, before, after, arrival,
                           report.shadow if report else None,
-                          report.shadow_note if report else "not shadowed: no gate on this change")
+                          report.shadow_note if report else "not shadowed: no gate on this change",
+                          refused)
     path = str(write_release_record(layout, record))
     create_markdown_artifact(key="release-record", markdown=record_markdown(record, path),
                              description=f"release record of {generation}: {decision.action}")
@@ -111,7 +114,10 @@ def record_publish(layout: StoreLayout, generation: str, actor: str, reason: str
 def hold_for_decision(result: IngestResult, settings: MabillonSettings,
                       timeout_s: int | None = None) -> IngestResult:
     """Shadow the staged candidate, then wait (paused, holding no lock) for approve / reject /
-    canary from a person; a refused answer is shown in the form and asked again."""
+    canary / rebase from a person; a refused answer is shown in the form and asked again. After
+    a rebase the caller builds the release again (the result's decision says "rebase")."""
+    from flows.settle_deletions import holding_release_slot  # it records through this module
+
     layout = StoreLayout.from_settings(settings)
     candidate = result.generation
     assert candidate is not None and result.published
@@ -123,29 +129,32 @@ def hold_for_decision(result: IngestResult, settings: MabillonSettings,
                              description=f"{candidate} waits for a decision")
     timeout_s = timeout_s or settings.gate.timeout_s
     deadline = time.monotonic() + timeout_s
-    refusal, attempt = None, 0
+    refusal, refused, attempt = None, [], 0
     while True:
         attempt += 1
-        key = f"gate-{attempt}"
+        # unique in the run: Prefect answers a pause whose key already fired with its old input,
+        # and a rebased candidate is asked again in the same run
+        key = f"gate-{candidate}-{attempt}"
         form = GateForm.with_initial_data(description=gate_markdown(report, refusal), generation=candidate)
         try:
             answer = pause_flow_run(wait_for_input=form, timeout=max(1, int(deadline - time.monotonic())),
                                     poll_interval=settings.gate.poll_s, key=key)
         except FlowPauseTimeout:
-            with serialised_release(layout):
+            with holding_release_slot(layout, settings):
                 before = read_routing(layout)
                 decision, after = record_timeout(layout, candidate, timeout_s, GATE_ACTOR, run_id)
-                path = _record(layout, candidate, decision, before, after, arrival, report)
+                path = _record(layout, candidate, decision, before, after, arrival, report, refused)
             raise GateTimedOut(f"{decision.reason}; release record {path}") from None
         _forget_answer(run_id, key)
         try:
-            with serialised_release(layout):
+            with holding_release_slot(layout, settings):  # deletions masked during the wait settle on the outcome
                 before = read_routing(layout)
                 crash_point(settings.test_crash_point, layout, "gate-switch")
                 decision, after = apply_decision(layout, settings, candidate, answer, run_id)
-                path = _record(layout, candidate, decision, before, after, arrival, report)
+                path = _record(layout, candidate, decision, before, after, arrival, report, refused)
         except (AccessDenied, DecisionRefused, CanaryRefused) as exc:
             refusal = str(exc)
+            refused.append(f"{answer.decision}: {refusal}")
             log.warning("gate of %s: decision refused (%s); asking again", candidate, refusal)
             create_markdown_artifact(key="release-gate", markdown=gate_markdown(report, refusal),
                                      description=f"{candidate}: a decision was refused; waiting again")

@@ -37,6 +37,11 @@ log = logging.getLogger(__name__)
 # Parameters a deployment run never takes from the form: they come from the serving environment.
 HIDDEN_PARAMETERS = ("settings",)
 # Runs that write the routing record wait for each other (the release lock also serialises them).
+# Not the runs that may pause for a person (release, scheduled-ingest with the gate on): Prefect's
+# deployment concurrency slot is a lease its run's process renews every 225 s, and the server
+# releases it when the run pauses, so the next renewal fails (410 Gone) and Prefect crashes the
+# paused run (PrefectHQ/prefect#20251 is the same for AwaitingRetry). Their writes are serialised
+# by the release slot (tasks/store/serialise.py), which a paused gate does not hold.
 ONE_AT_A_TIME = ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.ENQUEUE)
 
 
@@ -78,9 +83,9 @@ def deployment_specs(serve_settings: ServeSettings) -> list[tuple[Flow, dict]]:
         ("drop_folder", serve_settings.drop_folder),  # a folder or s3:// prefix
         ("uri_list", str(serve_settings.uri_list) if serve_settings.uri_list else None)) if v}}
     return [
-        (scheduled_ingest, {"cron": serve_settings.ingest_cron, "parameters": ingest_params,
-                            "concurrency_limit": ONE_AT_A_TIME}),
-        *((f, {"concurrency_limit": ONE_AT_A_TIME}) for f in (release_flow, promote, rollback, canary, delete, gc)),
+        (scheduled_ingest, {"cron": serve_settings.ingest_cron, "parameters": ingest_params}),
+        (release_flow, {}),
+        *((f, {"concurrency_limit": ONE_AT_A_TIME}) for f in (promote, rollback, canary, delete, gc)),
         (ask, {}),
         (ask_batch, {}),
         (evaluate, {}),
@@ -145,12 +150,18 @@ def state_stamp(settings: MabillonSettings) -> tuple:
 class FormRefresher:
     """Re-registers the forms and descriptions while serving, whenever the routing record or the
     manifests change: the generation choices and "now serving" stay true after a release, a
-    promotion or a rollback, not only at the last start of `mabillon serve`."""
+    promotion or a rollback, not only at the last start of `mabillon serve`.
+
+    A refresh that fails (the server starting or stopping) is tried again at the next tick until
+    it succeeds; its error is logged once, not at every tick."""
 
     def __init__(self, deployments: list[RunnerDeployment], settings: MabillonSettings,
                  every_s: float = 3.0):
         self.deployments, self.settings, self.every_s = deployments, settings, every_s
+        # a RunnerDeployment keeps its flow's name, not the flow: the forms are built from these
+        self.flows = {f.name: f for f, _ in deployment_specs(settings.serve)}
         self.stamp = state_stamp(settings)
+        self.failure: str | None = None  # the error of the last refresh, while it fails
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="form-refresher", daemon=True)
 
@@ -163,27 +174,40 @@ class FormRefresher:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
-            stamp = state_stamp(self.settings)
-            if stamp != self.stamp:
-                try:
-                    self.refresh()
-                    self.stamp = stamp
-                except Exception as exc:  # the server may be starting or stopping; try again
-                    log.info("forms not refreshed yet: %s", exc)
+            self.tick()
+
+    def tick(self) -> bool:
+        """Refresh the forms if the state changed since the last refresh; True when it did."""
+        stamp = state_stamp(self.settings)
+        if stamp == self.stamp:
+            return False
+        try:
+            self.refresh()
+        except Exception as exc:  # the server may be starting or stopping: the next tick retries
+            if self.failure is None:
+                log.warning("deployment forms not refreshed (retried every %.0f s until it works): %s",
+                            self.every_s, exc)
+            self.failure = f"{type(exc).__name__}: {exc}"
+            return False
+        if self.failure is not None:
+            log.info("deployment forms refreshed after an earlier failure (%s)", self.failure)
+        self.stamp, self.failure = stamp, None
+        return True
 
     def refresh(self) -> None:
         from prefect.client.orchestration import get_client
         from prefect.client.schemas.actions import DeploymentUpdate
 
-        forms = forms_and_descriptions([d.flow for d in self.deployments if d.flow], self.settings)
+        served = [self.flows[d.flow_name] for d in self.deployments if d.flow_name in self.flows]
+        forms = forms_and_descriptions(served, self.settings)
         with get_client(sync_client=True) as client:
             for d in self.deployments:
-                if d.flow is None or d.flow.name not in forms:
+                if d.flow_name not in forms:
                     continue
-                schema, description = forms[d.flow.name]
-                found = client.read_deployment_by_name(f"{d.flow.name}/{d.name}")
-                client.update_deployment(found.id, DeploymentUpdate(
-                    description=description, parameter_openapi_schema=schema))
+                schema, description = forms[d.flow_name]
+                found = client.read_deployment_by_name(f"{d.flow_name}/{d.name}")
+                client.update_deployment(found.id, DeploymentUpdate(  # a dict, as registration sends
+                    description=description, parameter_openapi_schema=schema.model_dump(exclude_unset=True)))
         log.info("deployment forms refreshed")
 
 

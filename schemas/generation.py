@@ -218,8 +218,11 @@ class RoutingEvent(BaseModel):
     at: datetime
     actor: str
     # canary / canary-end: a candidate routed to some groups, or no longer; reject: a gated
-    # candidate retired by its reviewer; gate-timeout: nobody decided, the candidate stays staged.
-    action: Literal["publish", "promote", "rollback", "canary", "canary-end", "reject", "gate-timeout"]
+    # candidate retired by its reviewer; rebase: a gated candidate retired because another
+    # generation served since it was built, rebuilt on that one by the same run; gate-timeout:
+    # nobody decided, the candidate stays staged.
+    action: Literal["publish", "promote", "rollback", "canary", "canary-end", "reject", "rebase",
+                    "gate-timeout"]
     from_generation: str | None
     to_generation: str  # the generation the event is about (the new serving one for a switch)
     reason: str = ""

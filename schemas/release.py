@@ -60,7 +60,7 @@ class ShadowReport(BaseModel):
     questions: str | None = None  # the question set it ran on
 
 
-GateAction = Literal["approve", "reject", "canary"]
+GateAction = Literal["approve", "reject", "canary", "rebase"]
 
 
 class GateTimedOut(RuntimeError):
@@ -73,7 +73,11 @@ class GateDecision(BaseModel):
     generation: str = Field(description="the candidate this release gates (as shown above); a decision "
                                         "naming another generation is refused")
     decision: GateAction = Field(description="approve: serve it to everyone · reject: retire it · "
-                                             "canary: serve it to the groups below only")
+                                             "canary: serve it to the groups below only · rebase: rebuild "
+                                             "this release on the generation serving now, then decide on "
+                                             "that one (when another generation was published since this "
+                                             "candidate was built, approve and canary are refused: they "
+                                             "would take what it published out of service)")
     reason: str = Field(min_length=3, description="why — kept in the routing history and the release record")
     canary_groups: list[str] = Field(default_factory=list,
                                      description="with canary: the groups of principals routed to the candidate")
@@ -87,7 +91,7 @@ class GateDecision(BaseModel):
 class Decision(BaseModel):
     """Who decided what, when and why."""
 
-    action: Literal["approve", "reject", "canary", "timeout", "publish", "promote"]
+    action: Literal["approve", "reject", "canary", "rebase", "timeout", "publish", "promote"]
     actor: str
     authenticated: bool  # actor resolved from an operator's access token, not typed or configured
     at: datetime
@@ -123,6 +127,11 @@ class ReleaseRecord(BaseModel):
     shadow: ShadowReport | None = None
     shadow_note: str | None = None  # why there is no shadow report, when there is none
     decision: Decision
+    # Generations that served after this one was built (its `parent` no longer serving): what
+    # they published is not in it. A gate refuses approve and canary then (`refused` says so);
+    # an operator's `promote` is an explicit choice and goes on, recorded here.
+    published_since: list[str] = Field(default_factory=list)
+    refused: list[str] = Field(default_factory=list)  # decisions refused before this one, in words
     serving_before: str | None
     serving_after: str | None
     rollback_target: str | None  # what `mabillon rollback` would serve after this decision

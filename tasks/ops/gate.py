@@ -3,6 +3,12 @@ applied to the routing record. The Prefect pause that waits for the decision is 
 
 A decision changes the routing record in one atomic rename under the release lock (the caller
 holds it), after every check has passed: a refused decision changes nothing.
+
+A decision names the base it was made on: the candidate's parent, what served when it was built.
+When another generation has been published since (an ungated ingest, a delete, a promote while
+the gate waited), serving the candidate would take what that one brought out of service, so
+approve and canary are refused with words, and `rebase` retires the candidate for the same run
+to build again on what serves now (flows/release.py); reject is always open.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from tasks.ops.retention import remove_generation_data
 from tasks.ops.shadow import load_shadow_questions, shadow_compare
 from tasks.query.principals import list_principals, require_operator, resolve_principal, resolve_token
 from tasks.store.layout import StoreLayout
+from tasks.store.manifests import read_manifest
 from tasks.store.routing import read_routing, record_event
 
 log = logging.getLogger(__name__)
@@ -35,6 +42,7 @@ class GateReport(BaseModel):
 
     generation: str
     serving: str | None
+    base: str | None = None  # what the candidate was built on (its parent)
     counts: Counts
     diff: dict[str, int]
     quarantined: list[Quarantined] = Field(default_factory=list)
@@ -47,7 +55,8 @@ def gate_report(settings: MabillonSettings, manifest: GenerationManifest) -> Gat
     """Shadow the candidate against the serving generation on the registered question set."""
     layout = StoreLayout.from_settings(settings)
     serving = read_routing(layout).serving
-    report = GateReport(generation=manifest.generation, serving=serving, counts=manifest.counts,
+    report = GateReport(generation=manifest.generation, serving=serving, base=manifest.parent,
+                        counts=manifest.counts,
                         diff={k: v for k, v in manifest.diff.model_dump().items() if isinstance(v, int)},
                         quarantined=manifest.quarantined, validation=manifest.validation)
     questions = settings.gate.questions
@@ -69,8 +78,11 @@ def gate_markdown(report: GateReport, refusal: str | None = None) -> str:
     d = report.diff
     lines = [*([f"> **Refused: {refusal}** Nothing changed; decide again.", ""] if refusal else []),
              f"## Release `{report.generation}` waits for a decision", "",
-             f"Candidate `{report.generation}` against serving `{report.serving or '—'}`. Answer with "
-             "the generation, a decision (approve, reject, or canary with groups) and a reason.", "",
+             f"Candidate `{report.generation}` (built on `{report.base or '—'}`) against serving "
+             f"`{report.serving or '—'}`. Answer with the generation, a decision (approve, reject, "
+             "canary with groups, or rebase) and a reason. Should another generation be published "
+             "while this waits, approve and canary are refused (they would take what it brought out "
+             "of service): rebase builds this release again on it, and you decide on that one.", "",
              "### Shadow report", "", *shadow_markdown(report.shadow, report.shadow_note), "",
              "### Counts and diff", "",
              ", ".join(f"{k} {v}" for k, v in report.counts.model_dump().items()) + ".",
@@ -99,9 +111,10 @@ def authenticate(settings: MabillonSettings, decision: GateDecision) -> tuple[st
 
 def apply_decision(layout: StoreLayout, settings: MabillonSettings, candidate: str,
                    decision: GateDecision, flow_run_id: str | None = None) -> tuple[Decision, RoutingRecord]:
-    """Approve (promote), reject (retire) or canary the candidate; the caller holds the release
-    lock. Raises AccessDenied, DecisionRefused, CanaryRefused or GenerationUnavailable — each
-    before anything is written."""
+    """Approve (promote), reject (retire), canary, or rebase (retire, for the run to build again on
+    what serves now) the candidate; the caller holds the release lock. Raises AccessDenied,
+    DecisionRefused (approve or canary of a candidate whose base no longer serves, among others),
+    CanaryRefused or GenerationUnavailable — each before anything is written."""
     actor, proven = authenticate(settings, decision)
     if decision.generation.strip() != candidate:
         raise DecisionRefused(f"this release gates {candidate}, not {decision.generation.strip()!r}")
@@ -110,6 +123,7 @@ def apply_decision(layout: StoreLayout, settings: MabillonSettings, candidate: s
         raise DecisionRefused("give a reason (at least three characters)")
     routing = read_routing(layout)
     switching.check_servable(layout, candidate, routing)  # vanished meanwhile (gc, retired)?
+    since = stale_base(layout, candidate, routing, decision.decision)
     now = datetime.now(timezone.utc)
     made = Decision(action=decision.decision, actor=actor, authenticated=proven, at=now, reason=reason,
                     via="gate", flow_run_id=flow_run_id)
@@ -120,16 +134,41 @@ def apply_decision(layout: StoreLayout, settings: MabillonSettings, candidate: s
             raise DecisionRefused("a canary needs at least one group (canary_groups)")
         routing = canary.start(layout, settings, candidate, decision.canary_groups, actor, reason, flow_run_id)
         made.canary_groups = routing.canaries[-1].groups
-    else:
+    else:  # reject, or rebase: retired either way (a rebase is built again by the run)
         # data first: a crash in between leaves a staged generation without data, which
         # `promote` refuses; the routing record (what serves) is untouched either way
         remove_generation_data(layout, candidate)
-        routing = record_event(layout, "reject", candidate, actor, reason, retire=True,
+        if decision.decision == "rebase":
+            reason = f"{switching.since_words(candidate, base_of(layout, candidate), since)}; rebuilt on " \
+                     f"{routing.serving}: {reason}"
+        routing = record_event(layout, decision.decision, candidate, actor, reason, retire=True,
                                flow_run_id=flow_run_id)
     event = routing.history[-1]
     made.at = event.at
     log.info("gate of %s: %s by %s", candidate, decision.decision, actor)
     return made, routing
+
+
+def base_of(layout: StoreLayout, generation: str) -> str | None:
+    return read_manifest(layout, generation).parent
+
+
+def stale_base(layout: StoreLayout, candidate: str, routing: RoutingRecord, action: str) -> list[str]:
+    """The generations published since the candidate was built; refuses the decisions that would
+    take what they brought out of service (approve, canary), and a rebase with nothing to rebase on."""
+    since = switching.published_since(layout, candidate, routing)
+    if since and action in ("approve", "canary"):
+        serve = "approving it would take that out of service" if action == "approve" else \
+                "a canary would hide it from those groups"
+        raise DecisionRefused(f"{switching.since_words(candidate, base_of(layout, candidate), since)}; "
+                              f"{serve}. Decide rebase to build this release again on {routing.serving} "
+                              "(nothing published since is lost) and approve the rebased candidate, "
+                              "or reject")
+    if not since and action == "rebase":
+        now = (f"{candidate} already serves" if routing.serving == candidate else
+               f"{candidate} was built on {routing.serving or 'an empty home'}, which still serves")
+        raise DecisionRefused(f"{now}: nothing to rebase on; approve, reject or canary")
+    return since
 
 
 def record_timeout(layout: StoreLayout, candidate: str, waited_s: float, actor: str,

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from schemas.generation import RoutingRecord
 from schemas.release import Decision, Freshness, ReleaseRecord, ShadowReport
-from tasks.ops.switching import previously_serving
+from tasks.ops.switching import previously_serving, published_since
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import has_lineage, read_lineage_table
 from tasks.store.manifests import read_manifest
@@ -49,7 +49,8 @@ def freshness(arrival: tuple[str | None, datetime | None], decision: Decision,
 
 def build_record(layout: StoreLayout, generation: str, decision: Decision, before: RoutingRecord,
                  after: RoutingRecord, arrival: tuple[str | None, datetime | None],
-                 shadow: ShadowReport | None = None, shadow_note: str | None = None) -> ReleaseRecord:
+                 shadow: ShadowReport | None = None, shadow_note: str | None = None,
+                 refused: list[str] | None = None) -> ReleaseRecord:
     m = read_manifest(layout, generation)
     return ReleaseRecord(
         generation=generation, recorded_at=datetime.now(timezone.utc),
@@ -58,6 +59,7 @@ def build_record(layout: StoreLayout, generation: str, decision: Decision, befor
         diff={k: v for k, v in m.diff.model_dump().items() if isinstance(v, int)},
         validation={**m.validation, "report": str(layout.reports / f"{generation}-validation.md")},
         quarantined=m.quarantined, shadow=shadow, shadow_note=shadow_note, decision=decision,
+        published_since=published_since(layout, generation, before), refused=refused or [],
         serving_before=before.serving, serving_after=after.serving,
         rollback_target=previously_serving(after) if after.serving else None,
         canaries=after.canaries, freshness=freshness(arrival, decision, after))
@@ -91,6 +93,10 @@ def record_markdown(r: ReleaseRecord, path: str | None = None) -> str:
              + (f" (groups {', '.join(d.canary_groups)})" if d.canary_groups else ""),
              f"- serving: {r.serving_before or '—'} → {r.serving_after or '—'}; rollback target: "
              f"{r.rollback_target or '—'}",
+             *([f"- **published since {r.generation} was built on {r.parent or '—'}: "
+                f"{', '.join(r.published_since)}** — what they brought is not in {r.generation}"]
+               if r.published_since else []),
+             *(f"- refused before: {words}" for words in r.refused),
              *([f"- canaries: " + "; ".join(f"{c.generation} → {', '.join(c.groups)}" for c in r.canaries)]
                if r.canaries else []),
              f"- manifest: `{r.manifest}` (sha256 `{r.manifest_sha256[:16]}…`), parent {r.parent or '—'}",

@@ -43,6 +43,26 @@ def promote(layout: StoreLayout, generation: str, actor: str, reason: str = "",
     return switch_routing(layout, generation, manifest.space_id, "promote", actor, reason, flow_run_id)
 
 
+def published_since(layout: StoreLayout, generation: str, routing: RoutingRecord) -> list[str]:
+    """The generations that served everyone after `generation` was built, when what it was built
+    on (its parent) no longer serves: what they brought is not in it, so serving it would take
+    that out of service. Empty while its parent, or itself, serves."""
+    manifest = read_manifest(layout, generation)
+    if routing.serving in (manifest.parent, generation):
+        return []
+    since = [e.to_generation for e in routing.history
+             if e.action in SWITCH_ACTIONS and e.at >= manifest.created_at
+             and e.to_generation not in (manifest.parent, generation)]
+    return list(dict.fromkeys(since)) or [routing.serving]
+
+
+def since_words(generation: str, parent: str | None, since: list[str]) -> str:
+    """"g0009 was published since g0008 was built on g0007" (the start of every warning)."""
+    names, one = ", ".join(since), len(since) == 1
+    return (f"{names} {'was' if one else 'were'} published since {generation} was built on "
+            f"{parent or 'an empty home'}: what {'it' if one else 'they'} brought is not in {generation}")
+
+
 def previously_serving(routing: RoutingRecord) -> str | None:
     """The generation that served before the current one (what `rollback` returns to)."""
     for event in reversed(routing.history):

@@ -123,10 +123,10 @@ def test_a_gated_release_pauses_with_the_shadow_report_in_its_form(prefect_serve
     candidate = schema["properties"]["generation"]["default"]
     assert candidate != before and serving_generation(served_home) == before  # staged, not serving
     assert f"Release `{candidate}` waits for a decision" in description
-    assert f"Candidate `{candidate}` against serving `{before}`" in description
+    assert f"Candidate `{candidate}` (built on `{before}`) against serving `{before}`" in description
     assert "| lookup | 2 |" in description and "| press | 1 |" in description  # by question type
     assert "Latency, median" in description and "added 1" in description
-    assert schema["properties"]["decision"]["enum"] == ["approve", "reject", "canary"]
+    assert schema["properties"]["decision"]["enum"] == ["approve", "reject", "canary", "rebase"]
     assert set(schema["required"]) == {"decision", "reason"}
     assert artifacts_of(prefect_server, run.id)["release-gate"]["data"] == description
     # the wait holds no lock: the release lock file is free

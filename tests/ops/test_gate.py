@@ -22,7 +22,7 @@ from tasks.store.manifests import read_manifest
 from tasks.store.release_records import write_release_record
 from tasks.store.routing import read_routing, update_routing
 from tests.conftest import settings_for
-from tests.ops.gate_helpers import PRINCIPALS, build_base, copy_home
+from tests.ops.gate_helpers import PRINCIPALS, build_base, copy_home, publish_since
 
 QUESTIONS = [
     {"question_id": "q1", "question_type": "lookup", "question": "Quand le débat sur les blés viendra-t-il ?",
@@ -46,6 +46,17 @@ def settings(base_home, tmp_path):
     questions.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in QUESTIONS), "utf-8")
     s = settings_for(home)
     return s.model_copy(update={"gate": s.gate.model_copy(update={"questions": questions})})
+
+
+@pytest.fixture(scope="module")
+def stale_home(base_home, tmp_path_factory) -> Path:
+    """The base, then g0003 published ungated while g0002 waits: g0002's base no longer serves."""
+    return publish_since(copy_home(base_home, tmp_path_factory.mktemp("gate-stale") / "home"))
+
+
+@pytest.fixture
+def stale(stale_home, tmp_path):
+    return settings_for(copy_home(stale_home, tmp_path / "home"))
 
 
 def layout_of(settings) -> StoreLayout:
@@ -161,3 +172,46 @@ def test_a_timeout_leaves_the_candidate_staged_and_says_so(settings):
     record = build_record(layout, "g0002", decision, after, after, newest_arrival(layout, "g0002"))
     assert record.freshness.answerable_at is None and record.freshness.seconds is None
     assert "not answerable after this decision" in record_markdown(record)
+
+
+def test_approve_and_canary_of_a_candidate_whose_base_no_longer_serves_are_refused_with_words(stale):
+    assert read_routing(layout_of(stale)).serving == "g0003"
+    _unchanged(stale, lambda: decide(stale, decision="approve"), DecisionRefused,
+               "g0003 was published since g0002 was built on g0001: what it brought is not in g0002; "
+               "approving it would take that out of service. Decide rebase")
+    _unchanged(stale, lambda: decide(stale, decision="canary", canary_groups=["staff"]), DecisionRefused,
+               "a canary would hide it from those groups")
+
+
+def test_a_rebase_retires_the_stale_candidate_and_the_record_says_what_was_published_since(stale):
+    layout = layout_of(stale)
+    before = read_routing(layout)
+    decision, after = decide(stale, decision="rebase", reason="rebuild it on g0003")
+    assert after.serving == "g0003" and "g0002" in after.retired
+    event = after.history[-1]
+    assert (event.action, event.to_generation) == ("rebase", "g0002")
+    assert "g0003 was published since g0002" in event.reason and "rebuilt on g0003" in event.reason
+    record = build_record(layout, "g0002", decision, before, after, newest_arrival(layout, "g0002"),
+                          refused=["approve: g0003 was published since …"])
+    assert record.published_since == ["g0003"] and record.decision.action == "rebase"
+    text = record_markdown(record)
+    assert "published since g0002 was built on g0001: g0003" in text and "refused before: approve" in text
+
+
+def test_a_rebase_is_refused_while_the_base_still_serves(settings):
+    _unchanged(settings, lambda: decide(settings, decision="rebase"), DecisionRefused,
+               "g0002 was built on g0001, which still serves: nothing to rebase on")
+
+
+def test_an_operators_promote_of_a_stale_candidate_goes_on_and_says_what_it_leaves_out(stale):
+    from flows.operate import PromoteParams, promote
+
+    layout = layout_of(stale)
+    routing = promote(PromoteParams(generation="g0002", reason="the older export on purpose"), settings=stale)
+    assert routing.serving == "g0002"  # an explicit act: allowed, unlike a gate's approval
+    event = routing.history[-1]
+    assert event.reason == ("the older export on purpose (note: g0003 was published since g0002 was "
+                            "built on g0001: what it brought is not in g0002)")
+    [path] = sorted(layout.releases.glob("g0002-*.yaml"))
+    record = yaml.safe_load(path.read_text("utf-8"))
+    assert record["published_since"] == ["g0003"] and record["decision"]["action"] == "promote"
