@@ -346,6 +346,7 @@ def test_a_giant_page_is_served_at_the_size_asked_in_bounded_memory(room, fuzz_h
     assert room.http.get(f"/documents/{catalog(fuzz_home).revisions[revision].doc_id}").status_code == 200
     assert room.http.get(f"/iiif/manifest/{revision}").status_code == 200
     peak, after = status_kb(pid, "VmHWM"), status_kb(pid, "VmRSS")
+    print(f"giant page: RSS {before // 1024} MB before, peak {peak // 1024} MB, {after // 1024} MB after")
     # the whole page at 150 dpi would be 30,000² × 3 bytes = 2.5 GiB; each answer here ≤ 6 MB
     assert (peak - before) * 1024 < 500 * MB, f"peak RSS grew {(peak - before) // 1024} MB"
     assert (after - before) * 1024 < 300 * MB, f"RSS grew {(after - before) // 1024} MB and stayed"
