@@ -6,6 +6,14 @@ resolves its viewer (tasks/reading/viewer.py) and is answered from what that vie
 — or at the `?as_of=` the request names (an ISO 8601 date or time; a query's evidence at the
 query's own as_of) — in the generation routed to them (tasks/reading/room.py): anything else
 is the same 404 as what does not exist.
+
+What another site's page may do here: read IIIF images and manifests (IIIF viewers live on other
+origins), nothing else. No other address answers with CORS headers; a POST (sign-in, sign-out,
+the question box, `POST /api/ask`) sent by a page of another origin is refused (403), and
+`POST /api/ask` takes `application/json` only, which a page cannot send across origins without
+a preflight this room does not grant. The sign-in cookie holds a random session id, never the
+token (tasks/reading/sessions.py). Every malformed request is a 4xx that says what is wrong;
+anything else that fails is logged with its traceback by this module's logger and answered 500.
 """
 from __future__ import annotations
 
@@ -14,29 +22,38 @@ import threading
 import time
 from pathlib import Path
 
+from collections.abc import Callable
+from datetime import datetime
+from urllib.parse import urlsplit
+
 from fastapi import FastAPI, Form, Request
-from fastapi.middleware.cors import CORSMiddleware
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from pydantic import ValidationError
+from starlette.middleware.cors import CORSMiddleware
 
-from datetime import datetime
-
+from schemas.reading_room import MAX_ASK_BODY_BYTES, AskRequest
 from schemas.retrieval import AccessDenied, Principal
 from schemas.settings import MabillonSettings
-from tasks.query.principals import DEFAULT_PRINCIPAL, default_principal
+from tasks.query.principals import DEFAULT_PRINCIPAL, default_principal, token_digest
 from tasks.query.validity import AsOfAhead, InvalidAsOf, resolve_as_of
 from tasks.reading.image_request import ImageRequestError
 from tasks.reading.links import Links
 from tasks.reading.manifests import query_manifest, revision_manifest
 from tasks.reading.room import NotFound, ReadingRoom
+from tasks.reading.sessions import SESSION_COOKIE, Sessions
 from tasks.reading.viewer import resolve_viewer
 from tasks.reading.views import document_view, evidence_view
 
 log = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates" / "reading_room"
-TOKEN_COOKIE = "mabillon_token"
+OLD_TOKEN_COOKIE = "mabillon_token"  # earlier versions kept the token itself in this cookie
+SESSION_ENDED = "your sign-in has ended (or this room restarted): sign in again"
 NOT_FOUND = "not found"
+INTERNAL = "internal error: the reading room's log has the details"
+IIIF_PREFIXES = ("/iiif/", "/at/")
 JSON_LD = 'application/ld+json;profile="http://iiif.io/api/image/3/context.json"'
 PRESENTATION_LD = 'application/ld+json;profile="http://iiif.io/api/presentation/3/context.json"'
 # Responses depend on who asks: never kept by shared caches, revalidated by the browser.
@@ -45,18 +62,110 @@ IIIF_HEADERS = {**PRIVATE, "Access-Control-Allow-Origin": "*",
                 "Link": '<http://iiif.io/api/image/3/level1.json>;rel="profile"'}
 
 
-def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
+class Refused(Exception):
+    """A request this room will not carry out, with the status and the words to answer."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class IiifCors:
+    """CORS for the IIIF services only (Mirador, the Universal Viewer on other origins send the
+    bearer token themselves); every other address answers no CORS header at all."""
+
+    def __init__(self, app):
+        self.app = app
+        self.cors = CORSMiddleware(app, allow_origins=["*"], allow_methods=["GET", "HEAD"],
+                                   allow_headers=["Authorization"], allow_credentials=False)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith(IIIF_PREFIXES):
+            await self.cors(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+def _origin(url: str) -> tuple[str, str]:
+    """(scheme://host[:port], host[:port]) of a URL or an Origin header, lower-cased; an
+    unreadable one ("http://[") names no origin."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return "", ""
+    return f"{parts.scheme}://{parts.netloc}".lower(), parts.netloc.lower()
+
+
+class SameOrigin:
+    """A POST sent by a page of another origin is refused before any route sees it: the sign-in
+    form (login CSRF), sign-out, the question box and `POST /api/ask`. A request with neither
+    Origin nor Sec-Fetch-Site is not a browser's cross-site request (curl, scripts) and passes."""
+
+    def __init__(self, app, settings: MabillonSettings):
+        self.app = app
+        rr = settings.reading_room
+        self.allowed = {_origin(o)[0] for o in [*rr.allowed_origins, *([rr.url] if rr.url else [])]}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD", "OPTIONS"):
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            origin, site = headers.get("origin"), headers.get("sec-fetch-site")
+            # its own pages: the host it was reached at, whatever the scheme (a TLS proxy in
+            # front of a plain-HTTP room sees https in Origin and http in its own scope)
+            own = headers.get("host", "").strip().lower()
+            full, host = _origin(origin) if origin is not None else ("", "")
+            foreign = (origin is not None and full not in self.allowed and (not host or host != own)) or (
+                origin is None and site in ("cross-site", "same-site"))
+            if foreign:
+                message = (f"a post from another site ({origin or site}) is refused: this reading "
+                           "room takes posts from its own pages only")
+                await JSONResponse({"error": message}, status_code=403, headers=PRIVATE)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def bounded_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) past `limit` bytes without reading more of it."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isascii() or not declared.isdigit() or int(declared) > limit):
+        raise Refused(413, f"the body is larger than {limit:,} bytes" if declared.isdigit()
+                      else "Content-Length is not a number")
+    body = bytearray()
+    async for piece in request.stream():
+        body += piece
+        if len(body) > limit:
+            raise Refused(413, f"the body is larger than {limit:,} bytes")
+    return bytes(body)
+
+
+def _validation_words(errors: list[dict]) -> str:
+    parts = []
+    for err in errors:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body",))
+        parts.append(f"{where}: {err.get('msg')}" if where else str(err.get("msg")))
+    return "; ".join(parts)[:500]
+
+
+def create_app(settings: MabillonSettings, warm: bool = True,
+               prefect_ready: Callable[[], None] | None = None) -> FastAPI:
+    """The app; `prefect_ready` waits for the Prefect API its questions report to (a temporary
+    server still starting, say) before the first `ask` run."""
     room = ReadingRoom(settings)
+    sessions = Sessions(settings.reading_room.session_hours * 3600)
     templates = Jinja2Templates(directory=str(TEMPLATES))
     app = FastAPI(title="Mabillon reading room", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.room = room
-    # IIIF clients on other origins (Mirador, Universal Viewer) send the bearer token themselves.
-    app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET"],
-                       allow_headers=["Authorization"], allow_credentials=False)
+    app.state.sessions = sessions
+    app.add_middleware(SameOrigin, settings=settings)
+    app.add_middleware(IiifCors)
 
     def viewer(request: Request) -> Principal:
-        return resolve_viewer(settings, request.headers.get("authorization"),
-                              request.cookies.get(TOKEN_COOKIE), dict(request.headers))
+        authorization = request.headers.get("authorization")
+        session_id = request.cookies.get(SESSION_COOKIE)
+        digest = sessions.digest(session_id)
+        if session_id and digest is None and authorization is None:
+            raise AccessDenied(SESSION_ENDED)
+        return resolve_viewer(settings, authorization, digest, dict(request.headers))
 
     def when(request: Request, principal: Principal, default: datetime | None = None) -> datetime | None:
         """The request's as_of, from `/at/<as_of>/iiif/...` or `?as_of=` (refused when unreadable,
@@ -93,6 +202,21 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     @app.exception_handler(ImageRequestError)
     def bad_image_request(request: Request, exc: ImageRequestError):
         return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=IIIF_HEADERS)
+
+    @app.exception_handler(Refused)
+    def refused(request: Request, exc: Refused):
+        return _refusal(request, templates, exc.status, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    def malformed(request: Request, exc: RequestValidationError):
+        return _refusal(request, templates, 422, _validation_words(exc.errors()))
+
+    @app.exception_handler(Exception)
+    def failed(request: Request, exc: Exception):
+        # logged here, by our own logger: uvicorn's error log is Prefect's console handler once
+        # the first question has imported Prefect, and that one is silenced (flows/cli/quiet.py)
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return _refusal(request, templates, 500, INTERNAL)
 
     @app.get("/healthz")
     def healthz():
@@ -136,7 +260,7 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
                  as_of: str = Form("", max_length=64)):
         principal = viewer(request)
         resolve_as_of(as_of, principal)  # refused here, before a run, when unreadable or ahead
-        package = ask_in_room(settings, principal, question, as_of or None)
+        package = ask_in_room(settings, principal, question, as_of or None, prefect_ready)
         return RedirectResponse(f"/queries/{package.query_id}", status_code=303)
 
     @app.get("/login", response_class=HTMLResponse)
@@ -149,15 +273,20 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
             resolve_viewer(settings, f"Bearer {token}")
         except AccessDenied as exc:
             return page(request, "login.html", status=401, principal=None, error=str(exc))
+        sessions.close(request.cookies.get(SESSION_COOKIE))  # a fresh id at every sign-in
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict",
+        response.set_cookie(SESSION_COOKIE, sessions.open(token_digest(token.strip())),
+                            max_age=int(sessions.lifetime_s), httponly=True, samesite="strict",
                             secure=request.url.scheme == "https")
+        response.delete_cookie(OLD_TOKEN_COOKIE)
         return response
 
     @app.post("/logout")
-    def logout():
+    def logout(request: Request):
+        sessions.close(request.cookies.get(SESSION_COOKIE))
         response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(TOKEN_COOKIE)
+        response.delete_cookie(SESSION_COOKIE)
+        response.delete_cookie(OLD_TOKEN_COOKIE)
         return response
 
     # JSON for programs ------------------------------------------------------------------------
@@ -165,7 +294,7 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
     def api_queries(request: Request):
         principal = viewer(request)
         return JSONResponse([{"query_id": r.query_id, "created_at": r.created_at,
-                              "question": r.question.question, "generation": r.generation}
+                              "question": r.question, "generation": r.generation}
                              for r in room.records(principal)], headers=PRIVATE)
 
     @app.get("/api/queries/{query_id}")
@@ -178,19 +307,24 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
 
     @app.post("/api/ask")
     async def api_ask(request: Request):
-        body = await request.json()
-        question = body.get("question") if isinstance(body, dict) else None
-        if not isinstance(question, str) or not 3 <= len(question.strip()) <= 2000:
-            return JSONResponse({"error": "give {\"question\": \"...\"} (3 to 2000 characters)"},
-                                status_code=400)
+        # JSON only: a page of another origin cannot send it without a preflight, never granted
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != "application/json":
+            raise Refused(415, 'send the question as JSON (Content-Type: application/json): '
+                               '{"question": "...", "as_of": "2027-01-01"}')
+        body = await bounded_body(request, MAX_ASK_BODY_BYTES)
+        try:
+            asked = AskRequest.model_validate_json(body)
+        except ValidationError as exc:
+            raise Refused(400, "the body is not {\"question\": \"...\"} (3 to 2000 characters; "
+                               f"as_of optional): {_validation_words(exc.errors())}") from None
         principal = viewer(request)
-        as_of = body.get("as_of") or None
-        if as_of is not None and not isinstance(as_of, str):
-            raise InvalidAsOf("as_of must be an ISO 8601 date or time, as a string")
+        as_of = asked.as_of or None
         resolve_as_of(as_of, principal)
         from starlette.concurrency import run_in_threadpool
 
-        package = await run_in_threadpool(ask_in_room, settings, principal, question, as_of)
+        package = await run_in_threadpool(ask_in_room, settings, principal, asked.question, as_of,
+                                          prefect_ready)
         return JSONResponse(package.model_dump(mode="json"), headers=PRIVATE)
 
     # IIIF -------------------------------------------------------------------------------------
@@ -244,8 +378,8 @@ def create_app(settings: MabillonSettings, warm: bool = True) -> FastAPI:
         return JSONResponse(body, media_type=PRESENTATION_LD, headers=IIIF_HEADERS)
 
     if warm:
-        threading.Thread(target=warm_up, args=(room, settings), name="reading-room-warm-up",
-                         daemon=True).start()
+        threading.Thread(target=warm_up, args=(room, settings, prefect_ready),
+                         name="reading-room-warm-up", daemon=True).start()
     return app
 
 
@@ -269,16 +403,37 @@ def _evidence_json(view) -> dict:
             "documents": [asdict(d) for d in view.documents]}
 
 
+# what a refused question answers: the CLI's exit codes (flows/cli/errors.py) as HTTP statuses
+# (not "not_found": a file missing inside a run is a failure, and its message names a path)
+_ASK_STATUS = {"usage": 400, "access_denied": 403, "refused": 409, "not_ready": 503, "busy": 503,
+               "unavailable": 503}
+
+
 def ask_in_room(settings: MabillonSettings, principal: Principal, question: str,
-                as_of: str | None = None):
-    """Run the `ask` flow for the viewer; its retriever and models are warm in this process."""
+                as_of: str | None = None, prefect_ready: Callable[[], None] | None = None):
+    """Run the `ask` flow for the viewer; its retriever and models are warm in this process.
+
+    A question the flow refuses (too long for the embedding model, nothing serving, ...) is a
+    Refused with the flow's own words; anything else is a failure, raised as it is."""
     from flows.ask import AskParams, ask
+    from flows.cli.errors import explain
 
     name = None if principal.principal_id == DEFAULT_PRINCIPAL else principal.principal_id
-    return ask(params=AskParams(question=question, principal=name, as_of=as_of), settings=settings)
+    if prefect_ready is not None:
+        prefect_ready()
+    try:
+        return ask(params=AskParams(question=question, principal=name, as_of=as_of), settings=settings)
+    except (AccessDenied, InvalidAsOf):
+        raise
+    except Exception as exc:
+        explained = explain(exc)
+        if explained.kind not in _ASK_STATUS:
+            raise
+        raise Refused(_ASK_STATUS[explained.kind], explained.message) from None
 
 
-def warm_up(room: ReadingRoom, settings: MabillonSettings) -> None:
+def warm_up(room: ReadingRoom, settings: MabillonSettings,
+            prefect_ready: Callable[[], None] | None = None) -> None:
     """Load the serving generation, the embedding model and the lexical index once, so the
     first researcher does not wait for them."""
     started = time.perf_counter()
@@ -293,6 +448,8 @@ def warm_up(room: ReadingRoom, settings: MabillonSettings) -> None:
             return
         retriever.bm25_chunks("archives", k=1)
         retriever.dense_chunks("archives", k=1)
+        if prefect_ready is not None:
+            prefect_ready()
         from prefect.client.orchestration import get_client
 
         with get_client(sync_client=True) as client:  # starts Prefect's local API if none is set
@@ -302,11 +459,22 @@ def warm_up(room: ReadingRoom, settings: MabillonSettings) -> None:
         log.exception("reading room warm-up failed")
 
 
-def serve_reading_room(settings: MabillonSettings, host: str, port: int) -> None:
-    """Serve until interrupted (SIGINT or SIGTERM: uvicorn stops gracefully)."""
+def serve_reading_room(settings: MabillonSettings, host: str, port: int,
+                       prefect_ready: Callable[[], None] | None = None) -> None:
+    """Serve until interrupted. SIGINT or SIGTERM: uvicorn stops gracefully, then raises the
+    signal again; SIGTERM is turned into KeyboardInterrupt here, so the process unwinds (and
+    stops the Prefect server it started) instead of dying at once."""
+    import signal
+
     import uvicorn
 
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
     # a stop waits at most this long for questions still being answered
-    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning",
-                            access_log=False, proxy_headers=False, timeout_graceful_shutdown=10)
+    config = uvicorn.Config(create_app(settings, prefect_ready=prefect_ready), host=host, port=port,
+                            log_level="warning", access_log=False, proxy_headers=False,
+                            timeout_graceful_shutdown=10)
     uvicorn.Server(config).run()

@@ -260,8 +260,18 @@ class ReadingRoomSettings(BaseModel):
     max_pixels: int = Field(default=12_000_000, ge=1)
     # Digital PDF pages have no recorded render DPI (no OCR ran); they are served at this one.
     pdf_dpi: int = Field(default=150, ge=36, le=600)
-    # Encoded image responses kept in memory, by revision, page and request.
+    # Pixels kept in memory: encoded image responses (by revision, page and request) and the
+    # decoded image files they are cut from, together.
     cache_mb: int = Field(default=256, ge=0)
+    # The most pixels one render may decode: an image file (not tiled) is decoded whole, and one
+    # whose header announces more is refused (413). PDF pages are drawn only over the region
+    # asked, at the size asked, so they are bounded by max_pixels instead.
+    max_render_pixels: int = Field(default=100_000_000, ge=1)
+    # Origins, besides the room's own (its `url` and the Host it is reached at), whose pages may
+    # post to it (sign-in, the question box, POST /api/ask). Empty: none.
+    allowed_origins: list[str] = Field(default_factory=list)
+    # How long a sign-in lasts; sessions live in the room's memory (a restart signs everyone out).
+    session_hours: float = Field(default=12, gt=0)
 
 
 class MabillonSettings(BaseSettings):

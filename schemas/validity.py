@@ -12,9 +12,11 @@ import re
 from datetime import date, datetime, time, timezone
 
 VALIDITY_FIELDS = ("valid_from", "valid_to")
-_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# ASCII digits only (re.ASCII): `\d` alone also takes '٣' and other scripts' digits.
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
 # ISO 8601 as Python reads it, with a "T" or a space between date and time.
-_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?$")
+_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?$",
+                        re.ASCII)
 EXAMPLES = "e.g. 2027-01-01, 2027-01-01T09:00:00+01:00 or 2027-01-01T08:00:00Z"
 
 
@@ -39,7 +41,11 @@ def parse_instant(value: object, name: str = "time") -> datetime:
         raise InvalidInstant(f"{name} {value!r} is not an ISO 8601 date or time ({EXAMPLES})")
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+    try:
+        return parsed.astimezone(timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59-23:59 is a day past the calendar's end in UTC
+        raise InvalidInstant(f"{name} {value!r} falls outside the years 1 to 9999 once read as UTC "
+                             f"({EXAMPLES})") from None
 
 
 def parse_interval(valid_from: object, valid_to: object) -> tuple[datetime | None, datetime | None]:

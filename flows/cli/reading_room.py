@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
 from schemas.settings import MabillonSettings
@@ -30,16 +29,41 @@ def reading_room_settings(args: argparse.Namespace, settings: MabillonSettings) 
     return settings.model_copy(update={"reading_room": rr})
 
 
+def server_log(verbose: bool) -> None:
+    """A server's log on stderr: our loggers with time, level and traceback (the CLI's one-line
+    form drops tracebacks). Our loggers do not propagate, so Prefect's logging set-up, done when
+    the first question imports it, does not reach them: errors stay logged after it."""
+    from flows.cli.quiet import OUR_LOGGERS
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in OUR_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+        logger.propagate = False
+
+
 def cmd_reading_room(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from flows.cli.prefect_api import connect
     from flows.reading_room import serve_reading_room
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    # Without PREFECT_API_URL the question box starts Prefect's local API on first use; on a
-    # busy machine that takes longer than Prefect's default 20 s wait.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    server_log(getattr(args, "verbose", False) or getattr(args, "debug", False))
     settings = reading_room_settings(args, settings)
     rr = settings.reading_room
+    # Before Prefect is imported: the question box's runs report to PREFECT_API_URL, the home's
+    # `mabillon serve`, or a temporary server of ours that dies with this process (never
+    # Prefect's own, which a SIGTERM left running, re-parented to init).
+    link = connect(settings)
+    ready = link.server.wait_healthy if link.server is not None else None
     sys.stdout.write(f"reading room: {rr.url} (listening on {rr.host}:{rr.port})\n")
     sys.stdout.flush()
-    serve_reading_room(settings, rr.host, rr.port)
+    try:
+        serve_reading_room(settings, rr.host, rr.port, prefect_ready=ready)
+    except KeyboardInterrupt:
+        pass  # SIGINT or SIGTERM: a requested stop, after uvicorn's graceful shutdown
+    finally:
+        link.close()
+        if link.server is not None:
+            link.server.stop()
     return 0

@@ -81,17 +81,23 @@ def resolve_token(settings: MabillonSettings, token: str | None) -> Principal:
     """The principal whose `token_sha256` matches `token`; no token → the default principal."""
     if token is None or not token.strip():
         return default_principal(settings)
+    return resolve_token_digest(settings, token_digest(token.strip()))
+
+
+def resolve_token_digest(settings: MabillonSettings, digest: str) -> Principal:
+    """The principal whose `token_sha256` is `digest` (a sign-in session keeps the digest, never
+    the token), read from principals.json now: a token withdrawn there is refused at once."""
     try:
         table = _read_table(principals_path(settings))
     except AccessDenied:
         raise AccessDenied(INVALID_TOKEN) from None  # the reason is the operator's, not the caller's
-    digest = token_digest(token.strip())
     found = None
     for name, entry in table.items():
         digests = entry.get("token_sha256") if isinstance(entry, dict) else None
         digests = [digests] if isinstance(digests, str) else digests or []
         # compare every entry, match or not, so the time taken does not tell how far a guess got
-        if any(isinstance(d, str) and hmac.compare_digest(d.lower(), digest) for d in digests):
+        if any(isinstance(d, str) and hmac.compare_digest(d.lower().encode(), digest.encode())
+               for d in digests):
             found = found or (name, entry)
     principal = _principal(*found) if found else None
     if principal is None:

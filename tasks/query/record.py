@@ -3,7 +3,7 @@ run can be read with `jq`, audited, and replayed (tasks.llm.replay.ReplayProvide
 from __future__ import annotations
 
 import hashlib
-import uuid
+import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -13,9 +13,11 @@ from tasks.store.layout import StoreLayout
 
 
 def new_query_id(question: str) -> str:
+    """Sortable by time, and unguessable: an anonymous question is reachable by its link only
+    (the reading room lists it to no one), so the id carries 64 random bits."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    digest = hashlib.sha256(question.encode()).hexdigest()[:8]
-    return f"{stamp}-{digest}-{uuid.uuid4().hex[:6]}"
+    digest = hashlib.sha256(question.encode("utf-8", "replace")).hexdigest()[:8]
+    return f"{stamp}-{digest}-{secrets.token_hex(8)}"
 
 
 def write_record(layout: StoreLayout, record: QueryRecord) -> Path:

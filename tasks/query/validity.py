@@ -109,6 +109,8 @@ class ValidityWindow:
 
 def validity_where(at: datetime) -> str:
     """The same rule as a LanceDB/DataFusion filter (columns valid_from, valid_to)."""
-    literal = f"TIMESTAMP '{at.astimezone(timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}'"
+    # isoformat, not strftime: glibc writes the year 1 as "1", not "0001"
+    utc = at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds")
+    literal = f"TIMESTAMP '{utc}Z'"
     return (f"(valid_from IS NULL OR valid_from <= {literal}) AND "
             f"(valid_to IS NULL OR valid_to > {literal})")

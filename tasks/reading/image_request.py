@@ -5,7 +5,9 @@ Level 1 and a little more: region `full`, `square`, `x,y,w,h`, `pct:x,y,w,h`; si
 `,h`, `pct:n`, `w,h`, `!w,h`, each with `^` for upscaling; rotation 0; quality `default`; `jpg`
 and `png`. A request that is not IIIF syntax is 400; a well-formed one this server does not do
 (a rotation of 90, `gray`, `tif`) is 501. Every size is bounded by `max_pixels` before anything
-is rendered, so no URL can make the server allocate an oversized image.
+is rendered, so no URL can make the server allocate an oversized image, and no side exceeds
+what the format can encode (JPEG: 65,535 pixels). Digits are ASCII digits only: `re`'s `\\d`
+would take '٣' or '³', which `int()` reads or refuses at will.
 """
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ FORMATS = {"jpg": "image/jpeg", "png": "image/png"}
 KNOWN_FORMATS = {"jpg", "png", "tif", "gif", "jp2", "pdf", "webp"}
 KNOWN_QUALITIES = {"default", "color", "gray", "bitonal"}
 MAX_PARAMETER = 64  # characters; nothing valid is longer
+MAX_SIDE = 65_500  # pixels a side: JPEG's own ceiling is 65,535 (PNG's is larger; one rule for both)
 
-_INT = r"\d{1,9}"
-_NUM = r"(?:\d{1,9}(?:\.\d{1,9})?|\.\d{1,9})"
+_INT = r"[0-9]{1,9}"
+_NUM = r"(?:[0-9]{1,9}(?:\.[0-9]{1,9})?|\.[0-9]{1,9})"
 _REGION_PX = re.compile(rf"^({_INT}),({_INT}),({_INT}),({_INT})$")
 _REGION_PCT = re.compile(rf"^pct:({_NUM}),({_NUM}),({_NUM}),({_NUM})$")
 _SIZE_W = re.compile(rf"^({_INT}),$")
@@ -85,9 +88,9 @@ def parse_region(region: str, width: int, height: int) -> Box:
     if region == "square":
         side = min(width, height)
         return Box((width - side) // 2, (height - side) // 2, side, side)
-    if m := _REGION_PX.match(region):
+    if m := _REGION_PX.fullmatch(region):
         x, y, w, h = (int(v) for v in m.groups())
-    elif m := _REGION_PCT.match(region):
+    elif m := _REGION_PCT.fullmatch(region):
         px, py, pw, ph = (float(v) for v in m.groups())
         if px > 100 or py > 100:
             raise bad(f"region {region!r} starts outside the image (percentages run 0-100)")
@@ -105,10 +108,11 @@ def parse_region(region: str, width: int, height: int) -> Box:
 
 
 def _scale_to_area(w: int, h: int, area: int) -> tuple[int, int]:
-    """The largest size of the same aspect whose area stays within `area`."""
-    if w * h <= area:
+    """The largest size of the same aspect whose area stays within `area` and whose sides stay
+    within MAX_SIDE."""
+    s = min(1.0, math.sqrt(area / (w * h)), MAX_SIDE / max(w, h))
+    if s >= 1.0:
         return w, h
-    s = math.sqrt(area / (w * h))
     return max(1, math.floor(w * s)), max(1, math.floor(h * s))
 
 
@@ -120,23 +124,23 @@ def parse_size(size: str, region: Box, max_pixels: int) -> tuple[int, int]:
     rw, rh = region.w, region.h
     if body == "max":
         if upscale:  # as large as the server allows, keeping the aspect ratio
-            s = math.sqrt(max_pixels / (rw * rh))
+            s = min(math.sqrt(max_pixels / (rw * rh)), MAX_SIDE / max(rw, rh))
             return max(1, math.floor(rw * s)), max(1, math.floor(rh * s))
         return _scale_to_area(rw, rh, max_pixels)
-    if m := _SIZE_W.match(body):
+    if m := _SIZE_W.fullmatch(body):
         w = int(m.group(1))
         h = round(rh * w / rw)
-    elif m := _SIZE_H.match(body):
+    elif m := _SIZE_H.fullmatch(body):
         h = int(m.group(1))
         w = round(rw * h / rh)
-    elif m := _SIZE_PCT.match(body):
+    elif m := _SIZE_PCT.fullmatch(body):
         pct = float(m.group(1))
         if pct <= 0:
             raise bad(f"size {size!r} is zero")
         if pct > 100 and not upscale:
             raise bad(f"size {size!r} is larger than the region; prefix it with ^ to upscale")
         w, h = round(rw * pct / 100), round(rh * pct / 100)
-    elif m := _SIZE_WH.match(body):
+    elif m := _SIZE_WH.fullmatch(body):
         confined, bw, bh = m.group(1) == "!", int(m.group(2)), int(m.group(3))
         if bw <= 0 or bh <= 0:
             raise bad(f"size {size!r} has a zero width or height")
@@ -154,6 +158,9 @@ def parse_size(size: str, region: Box, max_pixels: int) -> tuple[int, int]:
     if not upscale and (w > rw or h > rh):
         raise bad(f"size {size!r} ({w}×{h}) is larger than the region ({rw}×{rh}); "
                   "prefix it with ^ to upscale")
+    if max(w, h) > MAX_SIDE:
+        raise bad(f"size {size!r} asks for {w}×{h} pixels; a side may be at most {MAX_SIDE:,} "
+                  "pixels (JPEG cannot encode more)")
     if w * h > max_pixels:
         raise bad(f"size {size!r} asks for {w}×{h} = {w * h:,} pixels, over this reading "
                   f"room's limit of {max_pixels:,} pixels (settings.reading_room.max_pixels)")
@@ -162,7 +169,7 @@ def parse_size(size: str, region: Box, max_pixels: int) -> tuple[int, int]:
 
 def parse_rotation(rotation: str) -> None:
     _checked(rotation, "rotation")
-    m = _ROTATION.match(rotation)
+    m = _ROTATION.fullmatch(rotation)
     if not m or float(m.group(2)) > 360:
         raise bad(f"rotation {rotation!r} is not a number of degrees from 0 to 360 (! to mirror)")
     if m.group(1) or float(m.group(2)) % 360:

@@ -3,7 +3,8 @@ frame the page was read in, so element boxes land on the pixels they were read f
 
 - Image files (PNG, JPEG, TIFF): the frame, EXIF orientation applied, then the turn OCR found.
 - PDF pages: pymupdf at the recorded DPI (OCRed pages) or `reading_room.pdf_dpi` (text layer),
-  /Rotate applied by pymupdf, then the turn OCR found.
+  /Rotate applied by pymupdf, then the turn OCR found; only the requested region is drawn, at
+  the requested size.
 - ALTO: the image ingested with it (same folder, the file ALTO names or the same stem).
 
 A page's boxes are in its recorded units (PDF points, pixels, ALTO units); `Canvas.scale_x/y`
@@ -25,7 +26,7 @@ from PIL import Image, ImageSequence
 from tasks.ingest.render import upright
 from tasks.reading.catalog import (ALTO_MEDIA_TYPE, IMAGE_MEDIA_TYPES, PDF_MEDIA_TYPE, Catalog,
                                    PageInfo, RevisionInfo)
-from tasks.reading.image_request import ImageRequest
+from tasks.reading.image_request import ImageRequest, ImageRequestError
 from tasks.store.blobs import read_blob
 from tasks.store.layout import StoreLayout
 
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 # clockwise degrees → the PIL transpose that turns that far (as tasks/ingest/parse/ocr.py does)
 _TURNS = {90: Image.Transpose.ROTATE_270, 180: Image.Transpose.ROTATE_180,
           270: Image.Transpose.ROTATE_90}
-BASE_RENDERS_KEPT = 6
 
 
 @dataclass(frozen=True)
@@ -138,96 +138,163 @@ def _display_mode(image: Image.Image) -> Image.Image:
     return image if image.mode in ("L", "RGB") else image.convert("RGB")
 
 
-def render_image_file(data: bytes, page: PageInfo) -> Image.Image:
-    with Image.open(io.BytesIO(data)) as opened:
-        for number, frame in enumerate(ImageSequence.Iterator(opened), start=1):
-            if number == page.page_no:
-                turned, exif_degrees = upright(frame.copy())
-                return _turn(_display_mode(turned), (page.rotation or 0) - exif_degrees)
+def render_image_file(data: bytes, page: PageInfo, max_pixels: int) -> Image.Image:
+    """The whole frame, upright; refused (ImageRequestError 413) before decoding when its header
+    announces more than `max_pixels` pixels."""
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            for number, frame in enumerate(ImageSequence.Iterator(opened), start=1):
+                if number == page.page_no:
+                    _within_budget(frame.width * frame.height, max_pixels)
+                    turned, exif_degrees = upright(frame.copy())
+                    return _turn(_display_mode(turned), (page.rotation or 0) - exif_degrees)
+    except Image.DecompressionBombError:
+        _within_budget(max_pixels + 1, max_pixels)
     raise LookupError(f"image has no frame {page.page_no}")
 
 
-def render_pdf(data: bytes, page: PageInfo, default_dpi: int) -> Image.Image:
-    dpi = page.dpi or default_dpi
+def _within_budget(pixels: int, max_pixels: int) -> None:
+    if pixels > max_pixels:
+        raise ImageRequestError(413, f"this page image holds {pixels:,} pixels, over this reading "
+                                     f"room's render budget of {max_pixels:,} "
+                                     "(settings.reading_room.max_render_pixels)")
+
+
+def _unturn(box: tuple[float, float, float, float], turn: int, w: int, h: int) -> tuple[float, ...]:
+    """A box of the turned frame as a box of the frame before a clockwise `turn` (w × h: the
+    frame before it)."""
+    x0, y0, x1, y1 = box
+    if turn == 90:  # (x, y) went to (h - y, x)
+        return y0, h - x1, y1, h - x0
+    if turn == 180:
+        return w - x1, h - y1, w - x0, h - y0
+    if turn == 270:  # (x, y) went to (y, w - x)
+        return w - y1, x0, w - y0, x1
+    return x0, y0, x1, y1
+
+
+def render_pdf_region(data: bytes, page: PageInfo, canvas: Canvas, request: ImageRequest) -> Image.Image:
+    """The requested region of a PDF page at the requested size, rasterised at that size and no
+    larger: the clip alone is drawn, at the zoom that maps it onto the output, so a page of any
+    size costs what the answer costs (a 200-inch page at 150 dpi would be 900 million pixels)."""
+    r = request.region
     with pymupdf.open(stream=data, filetype="pdf") as doc:
         pdf_page = doc[page.page_no - 1]
-        pix = pdf_page.get_pixmap(dpi=dpi, alpha=False)
+        turn = int(round((page.rotation or 0) - pdf_page.rotation)) % 360
+        turn = turn if turn in _TURNS else 0
+        sideways = turn in (90, 270)
+        # the frame pymupdf draws (its /Rotate applied), in canvas pixels before the OCR turn
+        fw, fh = (canvas.height, canvas.width) if sideways else (canvas.width, canvas.height)
+        ow, oh = (request.height, request.width) if sideways else (request.width, request.height)
+        rect = pdf_page.rect
+        sx, sy = fw / rect.width, fh / rect.height  # canvas pixels per point
+        x0, y0, x1, y1 = _unturn((r.x, r.y, r.x + r.w, r.y + r.h), turn, fw, fh)
+        clip = pymupdf.Rect(rect.x0 + x0 / sx, rect.y0 + y0 / sy, rect.x0 + x1 / sx, rect.y0 + y1 / sy)
+        zoom = pymupdf.Matrix(ow / (x1 - x0) * sx, oh / (y1 - y0) * sy)
+        pix = pdf_page.get_pixmap(matrix=zoom, clip=clip, alpha=False)
         image = Image.frombytes("RGB" if pix.n >= 3 else "L", (pix.width, pix.height), pix.samples)
-        return _turn(image, (page.rotation or 0) - pdf_page.rotation)
+        del pix
+    if image.size != (ow, oh):  # the clip's pixel grid rounds outwards by at most a pixel
+        image = image.resize((ow, oh), Image.Resampling.LANCZOS)
+    return _turn(image, turn)
 
 
 class PageRenderer:
-    """Base renders (one per page) and encoded responses (one per request), both bounded."""
+    """Page images as answers to IIIF requests, within two budgets.
 
-    def __init__(self, layout: StoreLayout, pdf_dpi: int, cache_bytes: int):
+    - Per render: a PDF page is rasterised only over the requested region, at the requested
+      size (bounded by `max_pixels` in tasks/reading/image_request.py); an image file is decoded
+      whole (the formats are not tiled) only when its header announces at most
+      `max_render_pixels`.
+    - Kept: decoded image files and encoded answers share one least-recently-used cache of at
+      most `cache_bytes`; anything larger than the budget is used once and not kept.
+    """
+
+    def __init__(self, layout: StoreLayout, pdf_dpi: int, cache_bytes: int,
+                 max_render_pixels: int = 100_000_000):
         self.layout = layout
         self.pdf_dpi = pdf_dpi
         self.cache_bytes = cache_bytes
-        self._bases: OrderedDict[tuple, Image.Image] = OrderedDict()
-        self._responses: OrderedDict[tuple, bytes] = OrderedDict()
+        self.max_render_pixels = max_render_pixels
+        self._kept: OrderedDict[tuple, tuple[object, int]] = OrderedDict()  # key → (value, bytes)
         self._held = 0
         self._lock = threading.Lock()
         self._render_lock = threading.Lock()  # pymupdf is not thread-safe
         self.hits = self.misses = 0
 
-    def base(self, source: PageSource, canvas: Canvas) -> Image.Image:
-        """The whole page at the canvas size (a render a pixel off by rounding is resized)."""
-        key = (source.image_revision.revision_id, source.image_page.page_no, self.pdf_dpi)
+    @property
+    def held_bytes(self) -> int:
+        return self._held
+
+    def _get(self, key: tuple):
         with self._lock:
-            if key in self._bases:
-                self._bases.move_to_end(key)
-                return self._bases[key]
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key][0]
+        return None
+
+    def _keep(self, key: tuple, value, size: int) -> None:
+        with self._lock:
+            if size > self.cache_bytes or key in self._kept:
+                return
+            self._kept[key] = (value, size)
+            self._held += size
+            while self._held > self.cache_bytes:
+                _, (_, dropped) = self._kept.popitem(last=False)
+                self._held -= dropped
+
+    def base(self, source: PageSource, canvas: Canvas) -> Image.Image:
+        """An image file's whole frame at the canvas size (resized when a pixel off by rounding)."""
+        key = (source.image_revision.revision_id, source.image_page.page_no, "base")
+        image = self._get(key)
+        if image is not None:
+            return image
         with self._render_lock:
             data = read_blob(self.layout, source.image_revision.digest)
-            if source.image_revision.media_type == PDF_MEDIA_TYPE:
-                image = render_pdf(data, source.image_page, self.pdf_dpi)
-            else:
-                image = render_image_file(data, source.image_page)
+            image = render_image_file(data, source.image_page, self.max_render_pixels)
         if image.size != (canvas.width, canvas.height):
             log.debug("render of %s p%d is %s, canvas %dx%d: resized", key[0], key[1], image.size,
                       canvas.width, canvas.height)
+            _within_budget(canvas.width * canvas.height, self.max_render_pixels)
             image = image.resize((canvas.width, canvas.height), Image.Resampling.LANCZOS)
-        with self._lock:
-            self._bases[key] = image
-            while len(self._bases) > BASE_RENDERS_KEPT:
-                self._bases.popitem(last=False)
+        self._keep(key, image, image.width * image.height * len(image.getbands()))
         return image
+
+    def render(self, source: PageSource, canvas: Canvas, request: ImageRequest) -> Image.Image:
+        """The region at the output size of `request`."""
+        if source.image_revision.media_type == PDF_MEDIA_TYPE:
+            with self._render_lock:
+                data = read_blob(self.layout, source.image_revision.digest)
+                return render_pdf_region(data, source.image_page, canvas, request)
+        r = request.region
+        out = self.base(source, canvas).crop((r.x, r.y, r.x + r.w, r.y + r.h))
+        if (out.width, out.height) != (request.width, request.height):
+            out = out.resize((request.width, request.height), Image.Resampling.LANCZOS)
+        return out
 
     def response(self, source: PageSource, canvas: Canvas, request: ImageRequest) -> bytes:
         key = (source.revision.revision_id, source.page.page_no, self.pdf_dpi, request.key)
+        data = self._get(key)
         with self._lock:
-            if key in self._responses:
-                self._responses.move_to_end(key)
+            if data is not None:
                 self.hits += 1
-                return self._responses[key]
+                return data
             self.misses += 1
-        data = encode(self.base(source, canvas), request)
-        with self._lock:
-            if len(data) <= self.cache_bytes and key not in self._responses:
-                self._responses[key] = data
-                self._held += len(data)
-                while self._held > self.cache_bytes:
-                    _, dropped = self._responses.popitem(last=False)
-                    self._held -= len(dropped)
+        data = encode(self.render(source, canvas, request), request.format)
+        self._keep(key, data, len(data))
         return data
 
     def forget(self, keep_revisions: set[str]) -> None:
         """Drop cached pixels of every revision not in `keep_revisions` (deleted, superseded)."""
         with self._lock:
-            for key in [k for k in self._responses if k[0] not in keep_revisions]:
-                self._held -= len(self._responses.pop(key))
-            for key in [k for k in self._bases if k[0] not in keep_revisions]:
-                del self._bases[key]
+            for key in [k for k in self._kept if k[0] not in keep_revisions]:
+                self._held -= self._kept.pop(key)[1]
 
 
-def encode(image: Image.Image, request: ImageRequest) -> bytes:
-    r = request.region
-    out = image.crop((r.x, r.y, r.x + r.w, r.y + r.h))
-    if (out.width, out.height) != (request.width, request.height):
-        out = out.resize((request.width, request.height), Image.Resampling.LANCZOS)
+def encode(image: Image.Image, fmt: str) -> bytes:
     buffer = io.BytesIO()
-    if request.format == "jpg":
-        out.save(buffer, format="JPEG", quality=85, optimize=False)
+    if fmt == "jpg":
+        image.save(buffer, format="JPEG", quality=85, optimize=False)
     else:
-        out.save(buffer, format="PNG", compress_level=6)
+        image.save(buffer, format="PNG", compress_level=6)
     return buffer.getvalue()

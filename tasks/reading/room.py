@@ -5,12 +5,14 @@ a resource that does not exist and one the viewer may not read.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from schemas.query import QueryRecord
 from schemas.retrieval import Principal
 from schemas.settings import MabillonSettings
+from tasks.query.principals import DEFAULT_PRINCIPAL
 from tasks.reading.access import ServingState, Snapshot
 from tasks.reading.catalog import ALTO_MEDIA_TYPE, PageInfo, RevisionInfo
 from tasks.reading.image_request import FEATURES, FORMATS, ImageRequest, parse_image_request, parse_size
@@ -18,7 +20,7 @@ from tasks.reading.page_image import Canvas, PageRenderer, PageSource, alto_part
 from tasks.reading.words import WordBox, page_words
 from tasks.store.blobs import read_blob
 from tasks.store.layout import StoreLayout
-from tasks.store.query_records import iter_query_records, read_query_record
+from tasks.store.query_records import QueryIndex, QueryListing, read_query_record
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +51,12 @@ class Visible:
         return self.revision(revision_id)
 
 
+_PAGE_NO = re.compile(r"^[0-9]{1,6}$")  # ASCII digits: str.isdigit() also takes '³' and '٣'
+
+
 def parse_image_id(image_id: str) -> tuple[str, int]:
     revision_id, sep, page = image_id.rpartition("-p")
-    if not sep or not revision_id or not page.isdigit() or len(page) > 6:
+    if not sep or not revision_id or not _PAGE_NO.fullmatch(page):
         raise NotFound(image_id)
     return revision_id, int(page)
 
@@ -62,7 +67,9 @@ class ReadingRoom:
         self.layout = layout or StoreLayout.from_settings(settings)
         self.state = ServingState(self.layout)
         rr = settings.reading_room
-        self.renderer = PageRenderer(self.layout, rr.pdf_dpi, rr.cache_mb * 1024 * 1024)
+        self.renderer = PageRenderer(self.layout, rr.pdf_dpi, rr.cache_mb * 1024 * 1024,
+                                     rr.max_render_pixels)
+        self.queries = QueryIndex(self.layout)
         self._last_state: tuple | None = None
 
     # access -------------------------------------------------------------------------------------
@@ -140,11 +147,16 @@ class ReadingRoom:
             raise NotFound(query_id)
         return record
 
-    def records(self, principal: Principal, limit: int = 100) -> list[QueryRecord]:
+    def records(self, principal: Principal, limit: int = 100) -> list[QueryListing]:
+        """The principal's own questions, newest first. Anonymous questions (the default
+        principal: every visitor without a token, and the CLI's asks without --principal) are
+        listed to no one: each is reachable only by its unguessable link."""
+        if principal.principal_id == DEFAULT_PRINCIPAL:
+            return []
         out = []
-        for record in iter_query_records(self.layout):
-            if asked_by(record, principal):
-                out.append(record)
+        for listing in self.queries.listings():
+            if listing.principal_id == principal.principal_id and listing.tenant == principal.tenant:
+                out.append(listing)
                 if len(out) >= limit:
                     break
         return out

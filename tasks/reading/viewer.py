@@ -1,5 +1,6 @@
-"""The viewer of a request, as a principal: a bearer token (header or the sign-in cookie), a
-name set by a trusted single-sign-on proxy when one is configured, or the default principal.
+"""The viewer of a request, as a principal: a bearer token (the header, or the digest a sign-in
+session keeps: tasks/reading/sessions.py), a name set by a trusted single-sign-on proxy when one
+is configured, or the default principal (anonymous).
 
 Tokens resolve through `resolve_token` only (their SHA-256 in principals.json); a wrong token is
 refused with one message that says nothing about who exists. With a trusted header configured,
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from schemas.retrieval import AccessDenied, Principal
 from schemas.settings import MabillonSettings
-from tasks.query.principals import INVALID_TOKEN, resolve_principal, resolve_token
+from tasks.query.principals import INVALID_TOKEN, resolve_principal, resolve_token, resolve_token_digest
 
 SIGN_IN_REQUIRED = "sign-in required"
 
@@ -25,10 +26,12 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 def resolve_viewer(settings: MabillonSettings, authorization: str | None = None,
-                   cookie_token: str | None = None, headers: dict[str, str] | None = None) -> Principal:
-    token = bearer_token(authorization) or (cookie_token or None)
+                   session_digest: str | None = None, headers: dict[str, str] | None = None) -> Principal:
+    token = bearer_token(authorization)
     if token:
         return resolve_token(settings, token)
+    if session_digest:
+        return resolve_token_digest(settings, session_digest)
     header = settings.reading_room.trusted_header
     if header:
         name = (headers or {}).get(header.lower())

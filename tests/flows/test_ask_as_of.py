@@ -50,6 +50,9 @@ def test_as_of_answers_as_the_archive_stood_then(home, capsys):
     ("hier", "usage", "not an ISO 8601 date or time"),
     ("2000-02-30", "usage", "not a calendar date"),
     ("2999-01-01", "access_denied", "in the future"),
+    ("9999-12-31T23:59:59-23:59", "usage", "outside the years 1 to 9999"),  # past the calendar in UTC
+    ("0001-01-01T00:00:00+23:59", "usage", "outside the years 1 to 9999"),
+    ("٢٠٢٠-٠١-٠١", "usage", "not an ISO 8601 date or time"),  # Arabic-Indic digits
 ])
 def test_a_bad_as_of_is_refused_and_nothing_is_written(home, capsys, value, kind, message):
     before = _records(home)

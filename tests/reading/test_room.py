@@ -348,11 +348,11 @@ def test_a_wrong_token_is_refused_with_one_message(room_client, sample_home):
         assert "alice" not in r.text and "principals.json" not in r.text
     from fastapi.testclient import TestClient
 
-    with TestClient(room_client.app, cookies={"mabillon_token": "wrong"}) as client:
+    with TestClient(room_client.app, cookies={"mabillon_session": "wrong"}) as client:
         assert client.get(f"/iiif/3/{image_id(sample_home, SCAN_DOC)}/info.json").status_code == 401
 
 
-def test_the_sign_in_cookie_carries_the_token(sample_home):
+def test_the_sign_in_cookie_holds_a_session_id_not_the_token(sample_home):
     from fastapi.testclient import TestClient
 
     from flows.reading_room import create_app
@@ -363,6 +363,7 @@ def test_the_sign_in_cookie_carries_the_token(sample_home):
         r = client.post("/login", data={"token": TOKENS["bob"]}, follow_redirects=False)
         assert r.status_code == 303 and "httponly" in r.headers["set-cookie"].lower()
         assert "samesite=strict" in r.headers["set-cookie"].lower()
+        assert TOKENS["bob"] not in r.headers["set-cookie"]
         assert client.get(f"/documents/{TENANT_B_DOC}").status_code == 200
         assert client.get(f"/documents/{SCAN_DOC}").status_code == 404
 
