@@ -167,8 +167,9 @@ def rollback(params: RollbackParams, settings: MabillonSettings | None = None) -
 
 
 def unknown_words(unknown: dict[str, list[str]]) -> str:
-    parts = [f"{d!r}" + (f" (did you mean {', '.join(repr(s) for s in near)}?)" if near else "")
-             for d, near in unknown.items()]
+    # No "did you mean": these words are the run's state and artifact, which every UI user reads,
+    # and the nearest ids may be another tenant's (tasks/ops/disclosure.py); the CLI suggests them.
+    parts = [repr(d) for d in unknown]
     return (f"no document {', '.join(parts)} in the serving generation; nothing was deleted. "
             "Force it to tombstone an id that is not ingested yet.")
 

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 # Bidirectional embeddings, overrides and isolates: they reorder what a reader sees.
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _MARKUP = re.compile(r"([\\`*_\[\]|~#!{}()])")  # what is markup inside a line
-_LINE_START = re.compile(r"^([-+=>]|\d+[.)])")  # what is markup at the start of a line
+_LINE_START = re.compile(r"^([-+=]|\d+[.)](?=\s|$))")  # what is markup at the start of a line
 _SAFE_SCHEMES = ("http", "https")
 
 
