@@ -19,12 +19,12 @@ its markdown with these functions, never with an f-string over a raw value:
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-# Bidirectional embeddings, overrides and isolates: they reorder what a reader sees.
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# C0, DEL and C1 (Unicode's Cc, exactly), the line and paragraph separators (Zl, Zp), and the
+# bidirectional embeddings, overrides and isolates, which reorder what a reader sees.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _MARKUP = re.compile(r"([\\`*_\[\]|~#!{}()])")  # what is markup inside a line
 _LINE_START = re.compile(r"^([-+=]|\d+[.)](?=\s|$))")  # what is markup at the start of a line
 _SAFE_SCHEMES = ("http", "https")
@@ -36,12 +36,12 @@ class Md(str):
 
 def is_control(ch: str) -> bool:
     """C0, DEL and C1 controls (ESC, NUL, CSI…), line and paragraph separators, bidi controls."""
-    return unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in _BIDI
+    return CONTROL.fullmatch(ch) is not None
 
 
 def control_characters(text: str) -> list[str]:
     """The control characters of `text`, each once, in order."""
-    return list(dict.fromkeys(ch for ch in text if is_control(ch)))
+    return list(dict.fromkeys(CONTROL.findall(text)))
 
 
 def escape_char(ch: str) -> str:
@@ -51,9 +51,7 @@ def escape_char(ch: str) -> str:
 
 def visible(text: str, keep: str = "") -> str:
     """`text` with every control character (but those in `keep`) written as an escape."""
-    if not any(is_control(ch) for ch in text):
-        return text
-    return "".join(escape_char(ch) if is_control(ch) and ch not in keep else ch for ch in text)
+    return CONTROL.sub(lambda m: m.group() if m.group() in keep else escape_char(m.group()), text)
 
 
 def md_text(value: object) -> Md:

@@ -18,7 +18,7 @@ from pathlib import Path
 from flows.cli.errors import Exit, explain
 from flows.cli.quiet import configured_output, quiet_environment
 from schemas.settings import MabillonSettings
-from tasks.markup import is_control, visible
+from tasks.markup import CONTROL, visible
 
 COMMAND_MODULES = [
     "flows.cli.release",
@@ -73,7 +73,7 @@ def json_text(payload, indent: int | None = None) -> str:
     """JSON with non-ASCII text as it is, but every control character escaped (json escapes
     C0 itself; DEL, C1 such as CSI, and bidi controls it would leave raw)."""
     text = json.dumps(payload, ensure_ascii=False, indent=indent, default=str)
-    return "".join(f"\\u{ord(ch):04x}" if ch != "\n" and is_control(ch) else ch for ch in text)
+    return CONTROL.sub(lambda m: m.group() if m.group() == "\n" else f"\\u{ord(m.group()):04x}", text)
 
 
 def add_global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
