@@ -200,8 +200,10 @@ def parse(work: RunPlan, layout: StoreLayout, settings: ParseSettings, fan_out: 
         mine = [r for r in results if r.piece.revision.revision_id == rev.revision_id]
         ocr_pages += sum(r.ocr_pages for r in mine)
         failed = next((r for r in mine if r.refused), None)
-        reason, lasting, doc = (failed.refused, failed.lasting, None) if failed else (None, True, None)
-        if failed is None:
+        doc = None
+        if failed is not None:
+            reason, lasting = failed.refused, failed.lasting
+        else:
             doc = ParsedDocument(revision_id=rev.revision_id,
                                  pages=sorted((p for r in mine for p in r.document.pages),
                                               key=lambda p: p.page_no))
