@@ -27,8 +27,8 @@ from tasks.ops import canary as canaries
 from tasks.ops import switching
 from tasks.ops.deletion import publish_without
 from tasks.ops.retention import GcReport, PurgeReport, collect_garbage, purge_documents
-from tasks.store.documents import unknown_documents
 from tasks.query.principals import default_principal
+from tasks.store.documents import unknown_documents
 from tasks.store.layout import StoreLayout
 from tasks.store.routing import read_routing
 from tasks.store.serialise import serialised_release

@@ -12,14 +12,15 @@ from PIL import Image
 from flows.release import release
 from schemas.lineage import ParsedDocument, Revision
 from schemas.settings import ParseSettings, SandboxSettings
-from tasks.ingest.acquire import parse_record_line
+from tasks.ingest.acquire import AccessDefaults, parse_record_line
 from tasks.ingest.identifiers import doc_id_problem
 from tasks.ingest.parse import parse_revision
 from tasks.ingest.sidecar import entry_from_row
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_lineage_table
 from tests.conftest import SAMPLE_RECORDS, settings_for
-from tests.ingest.test_acquire import DEFAULTS
+
+DEFAULTS = AccessDefaults(corpus=None, tenant="default", groups=("public",))
 
 BAD_IDS = {"nul\x00id": "\\x00 NUL", "esc\x1b[31mrouge": "\\x1b ESC", "csi\x9b2J": "\\x9b CSI",
            "rlo\u202egnp.exe": "\\u202e RIGHT-TO-LEFT OVERRIDE", "deux\nlignes": "\\x0a line feed"}
