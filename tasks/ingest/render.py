@@ -61,7 +61,7 @@ def image_dpi(image: Image.Image) -> int:
     except (TypeError, ValueError, IndexError):
         value = 0.0
     # an EXIF resolution may say anything: NaN, infinity (a double), 10⁹ (a rational)
-    value = int(value) if math.isfinite(value) and 0 < value < 100_000 else 0
+    value = round(value) if math.isfinite(value) and 0 < value < 100_000 else 0
     # Scanners sometimes write 1 or 72 meaning "unknown"; OCR needs a plausible resolution.
     return value if value >= 100 else DEFAULT_IMAGE_DPI
 
