@@ -156,3 +156,32 @@ def test_the_diff_artifact_names_only_public_documents_and_counts_the_others_per
 @pytest.mark.parametrize("words", ["```\n<script>x</script>", "a`b", "\x9b31m"])
 def test_failure_words_stay_text(words):
     assert_inert(failure_markdown("ask", words))
+
+
+@pytest.fixture(scope="module")
+def two_generations(tmp_path_factory):
+    """g0001: two public records; g0002 adds a public one, one of tenant B and one under embargo."""
+    from flows.release import release
+    from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
+
+    root = tmp_path_factory.mktemp("disclosure")
+    settings = settings_for(root / "home")
+    release(paths=[str(write_records(root / "a.jsonl", SAMPLE_RECORDS[:2]))], settings=settings)
+    more = [SAMPLE_RECORDS[2], {**SAMPLE_RECORDS[3], "doc_id": "secret-b", "tenant": "tenant-b", "groups": ["b"]},
+            {"doc_id": "sous-embargo", "corpus": "c", "text": "Pas encore.", "valid_from": "2999-01-01"}]
+    release(paths=[str(write_records(root / "b.jsonl", more))], settings=settings)
+    return settings
+
+
+def test_the_published_diff_names_public_documents_only(two_generations):
+    from flows.artifacts.generations import diff_disclosure, last_diff
+    from tasks.query.principals import default_principal
+    from tasks.store.layout import StoreLayout
+
+    layout = StoreLayout.from_settings(two_generations)
+    diff = last_diff(layout, "g0002")
+    md = diff_markdown(diff, diff_disclosure(layout, diff, default_principal(two_generations)))
+    assert "  + intransigeant-1887-03-04" in md and "secret-b" not in md and "sous-embargo" not in md
+    assert "  + 1 not public (default)" in md and "  + 1 not public (tenant-b)" in md
+    assert "secret-b" in "\n".join(diff_lines(diff))  # the operator's CLI names it
+    assert "intransigeant" not in diff_markdown(diff, diff_disclosure(layout, diff, None))
