@@ -27,6 +27,7 @@ from schemas.retrieval import Principal
 from schemas.settings import MabillonSettings
 from tasks.llm.base import Ledger, Provider
 from tasks.llm.registry import make_provider
+from tasks.markup import Md, md_code, md_row, md_text
 from tasks.query.loop import answer_question
 from tasks.store.layout import StoreLayout
 
@@ -149,10 +150,9 @@ def batch_summary(packages: list[EvidencePackage], output: str) -> dict:
 def batch_markdown(packages: list[EvidencePackage], summary: dict) -> str:
     rows = ["| question | top 3 | accepted | flags |", "|---|---|---|---|"]
     for p in packages:
-        top = ", ".join(f"`{d.doc_id}`" for d in p.documents[:3])
-        rows.append(f"| {p.question_id}: {p.question[:60]} | {top} | {len(p.accepted)} | "
-                    f"{', '.join(p.flags)} |")
-    head = (f"{summary['n']} questions, provider {summary['provider']}; framework "
+        top = Md(", ".join(md_code(d.doc_id) for d in p.documents[:3]))
+        rows.append(md_row([f"{p.question_id}: {p.question[:60]}", top, len(p.accepted), ", ".join(p.flags)]))
+    head = (f"{summary['n']} questions, provider {md_text(summary['provider'])}; framework "
             f"{summary['framework_s_mean']}s and model {summary['model_s_mean']}s per question; "
-            f"output `{summary['output']}`")
+            f"output {md_code(summary['output'])}")
     return head + "\n\n" + "\n".join(rows)

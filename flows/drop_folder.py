@@ -20,6 +20,8 @@ from flows.release import ReleaseOptions, release
 from flows.run_names import ingest_run_name
 from schemas.generation import IngestResult
 from schemas.settings import MabillonSettings
+from tasks.markup import md_code, md_text
+from tasks.query.principals import default_principal
 from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
@@ -117,17 +119,23 @@ def collect_inputs(params: ScheduledIngestParams) -> UriListEntries:
 
 
 def summary_markdown(inputs: UriListEntries, result: IngestResult | None) -> str:
+    """The inputs the operator configured are named; what was quarantined or skipped inside them
+    is counted (file names are document ids: tasks/ops/disclosure.py); the CLI and the manifest
+    name them."""
     lines = ["# Scheduled ingest", "", f"- inputs: {len(inputs.paths)}"]
-    lines += [f"  - `{p}`" for p in inputs.paths]
+    lines += [f"  - {md_code(p)}" for p in inputs.paths]
     if result is None:
         lines.append("- nothing to ingest: no drop folder or URI list given")
     else:
         state = ("published and serving" if result.published and result.serving else
                  "published, staged" if result.published else "nothing new; serving unchanged")
-        lines += [f"- generation `{result.generation}`: {state}",
-                  "- this run: " + ", ".join(f"{k} {v}" for k, v in result.run.model_dump().items())]
-        lines += [f"- quarantined `{q.uri}`: {q.reason}" for q in result.quarantined]
-    lines += [f"- skipped `{s}`" for s in inputs.skipped]
+        lines += [f"- generation {md_code(result.generation)}: {state}",
+                  "- this run: " + md_text(", ".join(f"{k} {v}" for k, v in result.run.model_dump().items()))]
+        if result.quarantined:
+            lines.append(f"- quarantined: {len(result.quarantined)} input(s), named with their reasons "
+                         f"in the generation's manifest")
+    if inputs.skipped:
+        lines.append(f"- skipped: {len(inputs.skipped)} (still being written, or not found; see the run's log)")
     return "\n".join(lines)
 
 
@@ -148,5 +156,5 @@ def scheduled_ingest(params: ScheduledIngestParams,
     create_markdown_artifact(key="scheduled-ingest", markdown=summary_markdown(inputs, result),
                              description="inputs and outcome of one scheduled ingest")
     # shown on this run too, not only on its `release` subflow run
-    publish_generations(StoreLayout.from_settings(settings))
+    publish_generations(StoreLayout.from_settings(settings), public=default_principal(settings))
     return result

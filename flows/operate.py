@@ -23,9 +23,11 @@ from flows.run_names import canary_run_name, delete_run_name, gc_run_name, promo
 from flows.settle_deletions import Settlement, holding_release_slot, settle_deletions
 from schemas.generation import RoutingRecord
 from schemas.settings import MabillonSettings
+from tasks.markup import md_text
 from tasks.ops import canary as canaries
 from tasks.ops import switching
 from tasks.ops.retention import GcReport, PurgeReport, collect_garbage
+from tasks.query.principals import default_principal
 from tasks.store.documents import unknown_documents
 from tasks.store.layout import StoreLayout
 from tasks.store.manifests import read_manifest
@@ -92,24 +94,25 @@ def _refused(action: str, exc: BaseException):
     return Failed(message=publish_failure(action, exc), data=exc)
 
 
-def _show_state(layout: StoreLayout, routing: RoutingRecord, changed: bool) -> None:
+def _show_state(layout: StoreLayout, routing: RoutingRecord, changed: bool,
+                settings: MabillonSettings) -> None:
     from flows.artifacts.generations import publish_generations
 
     create_markdown_artifact(key="routing", markdown=routing_markdown(routing, changed),
                              description="what serves now")
-    publish_generations(layout)
+    publish_generations(layout, public=default_principal(settings))
 
 
 def routing_markdown(routing: RoutingRecord, changed: bool = True) -> str:
     last = routing.history[-1] if routing.history else None
-    lines = [f"# Serving: {routing.serving}"]
-    lines += [f"Canary: {c.generation} → groups {', '.join(c.groups)} (since {c.since:%Y-%m-%d %H:%M:%S})"
-              for c in routing.canaries]
+    lines = [f"# Serving: {md_text(routing.serving)}"]
+    lines += [f"Canary: {md_text(c.generation)} → groups {md_text(', '.join(c.groups))} "
+              f"(since {c.since:%Y-%m-%d %H:%M:%S})" for c in routing.canaries]
     if not changed:
-        lines.append(f"{routing.serving} was already serving; nothing changed.")
+        lines.append(f"{md_text(routing.serving)} was already serving; nothing changed.")
     elif last:
-        lines.append(f"{last.action} by {last.actor} at {last.at:%Y-%m-%d %H:%M:%S}: "
-                     f"{last.from_generation} → {last.to_generation}. {last.reason}")
+        lines.append(f"{md_text(last.action)} by {md_text(last.actor)} at {last.at:%Y-%m-%d %H:%M:%S}: "
+                     f"{md_text(last.from_generation)} → {md_text(last.to_generation)}. {md_text(last.reason)}")
     return "\n\n".join(lines)
 
 
@@ -125,7 +128,7 @@ def _switch(action: str, settings: MabillonSettings | None, params: OperatorFiel
             routing = switch(layout, actor)
     except (Refusal, switching.GenerationUnavailable, canaries.CanaryRefused) as exc:
         return _refused(action, exc)
-    _show_state(layout, routing, changed=len(routing.history) > len(before.history))
+    _show_state(layout, routing, len(routing.history) > len(before.history), settings)
     return routing
 
 
@@ -178,8 +181,9 @@ def rollback(params: RollbackParams, settings: MabillonSettings | None = None) -
 
 
 def unknown_words(unknown: dict[str, list[str]]) -> str:
-    parts = [f"{d!r}" + (f" (did you mean {', '.join(repr(s) for s in near)}?)" if near else "")
-             for d, near in unknown.items()]
+    # No "did you mean": these words are the run's state and artifact, which every UI user reads,
+    # and the nearest ids may be another tenant's (tasks/ops/disclosure.py); the CLI suggests them.
+    parts = [repr(d) for d in unknown]
     return (f"no document {', '.join(parts)} in the serving generation; nothing was deleted. "
             "Force it to tombstone an id that is not ingested yet.")
 
@@ -212,7 +216,7 @@ def delete(params: DeleteParams, settings: MabillonSettings | None = None) -> De
     create_markdown_artifact(key="deletion", markdown=deletion_markdown(result, actor, params.reason))
     from flows.artifacts.generations import publish_generations
 
-    publish_generations(layout)
+    publish_generations(layout, public=default_principal(settings))
     return result
 
 
@@ -232,17 +236,20 @@ def deletion_result(doc_ids: list[str], masked_after_s: float, settled: Settleme
 
 
 def deletion_markdown(r: DeletionResult, actor: str, reason: str) -> str:
+    """Counted, not named: every UI user reads this artifact (tasks/ops/disclosure.py), and a
+    deleted document is nobody's to see; `mabillon documents` and the tombstones name them."""
+    tombstoned_only = len([d for d in r.doc_ids if d in r.unknown])
     lines = [f"# Deleted {len(r.doc_ids)} document(s)", "",
-             f"By {actor}: {reason or '(no reason given)'}", "",
-             *(f"- `{d}`" + (" (not in the serving generation: tombstoned only)" if d in r.unknown else "")
-               for d in r.doc_ids), "",
+             f"By {md_text(actor)}: {md_text(reason or '(no reason given)')}", "",
+             *([f"{tombstoned_only} of them not in the serving generation: tombstoned only.", ""]
+               if tombstoned_only else []),
              f"Gone from answers after {r.masked_after_s * 1000:.1f} ms."]
     if r.behind:
         lines.append(f"The release slot was held by {r.behind}: the generation without them, and "
                      "their removal from disk, follow as it ends.")
         return "\n".join(lines)
     if r.published_after_s is not None:
-        lines.append(f"Generation {r.generation} without them serves after {r.published_after_s:.2f} s.")
+        lines.append(f"Generation {md_text(r.generation)} without them serves after {r.published_after_s:.2f} s.")
     lines.append(f"Gone from disk after {r.purged_after_s:.2f} s." if r.purged_after_s is not None
                  else "Removed from disk once the retention window has passed (gc).")
     return "\n".join(lines)
@@ -264,12 +271,12 @@ def gc(params: GcParams | None = None, settings: MabillonSettings | None = None)
         report = collect_garbage(layout, settings.retention.keep_last,
                                  timedelta(seconds=settings.retention.deletion_window_s))
     create_markdown_artifact(key="gc", markdown=(
-        f"# Garbage collection\n\nkept {', '.join(report.kept) or 'nothing'}; retired "
-        f"{', '.join(report.retired) or 'nothing'}; removed {report.cache_files_removed} cache files "
+        f"# Garbage collection\n\nkept {md_text(', '.join(report.kept) or 'nothing')}; retired "
+        f"{md_text(', '.join(report.retired) or 'nothing')}; removed {report.cache_files_removed} cache files "
         f"and {report.blobs_removed} blobs"))
     from flows.artifacts.generations import publish_generations
 
-    publish_generations(layout)
+    publish_generations(layout, public=default_principal(settings))
     return report
 
 

@@ -26,6 +26,7 @@ from tasks.ingest.parse.units import parse
 from tasks.ingest.publish import Publication, count_run, nothing_new, publish_task
 from tasks.ingest.reconcile import reconcile_task
 from tasks.ingest.validate import validate_task
+from tasks.query.principals import default_principal
 from tasks.store.layout import StoreLayout
 
 
@@ -60,7 +61,7 @@ def release_steps(paths: list[str], options: ReleaseOptions | None = None,
     result = build_and_publish(paths, options, settings, layout, runner, gated)
     while gated and result.published:  # shadow, then paused until a person decides; the wait holds no lock
         result = hold_for_decision(result, settings, options.gate_timeout_s)
-        publish_generations(layout, result.generation)  # what the decision changed
+        publish_generations(layout, result.generation, default_principal(settings))  # what the decision changed
         if result.decision != "rebase":
             break
         # another generation was published while it waited: build again on that one (the
@@ -81,7 +82,7 @@ def build_and_publish(paths: list[str], options: ReleaseOptions, settings: Mabil
         work = plan(screened, base.tables.sources, base.current_revisions(), base.space_id, base.space.space_id)
         parsed = parse(work, layout, runner.parsing(settings), runner.fan_out(settings))
         if not parsed.documents:
-            publish_generations(layout)
+            publish_generations(layout, public=default_principal(settings))
             return nothing_new(base, run_counts(work, parsed, runner, clock), parsed.quarantined, layout,
                                settings.embedding)
         chunked = chunk(parsed, work.to_process, settings.chunking, settings.embedding)
@@ -94,7 +95,7 @@ def build_and_publish(paths: list[str], options: ReleaseOptions, settings: Mabil
                          parsed.quarantined, chunked.spec, base, layout, publication(options, settings, gated))
         if result.serving:
             result.release_record = record_publish(layout, result.generation, settings.actor, options.reason)
-        publish_generations(layout, result.generation)
+        publish_generations(layout, result.generation, default_principal(settings))
     result.run.stage_seconds = clock.seconds
     return result
 

@@ -31,6 +31,7 @@ from schemas.retrieval import AccessDenied
 from schemas.settings import MabillonSettings
 from tasks.ingest.crash_points import crash_point
 from tasks.ops.canary import CanaryRefused
+from tasks.markup import md_code, md_text
 from tasks.ops.gate import DecisionRefused, GateReport, apply_decision, gate_markdown, gate_report, record_timeout
 from tasks.ops.release_record import build_record, newest_arrival, record_markdown
 from tasks.ops.switching import GenerationUnavailable
@@ -161,8 +162,8 @@ def hold_for_decision(result: IngestResult, settings: MabillonSettings,
             continue
         except GenerationUnavailable as exc:
             create_markdown_artifact(key="release-gate", markdown=(
-                f"# Decision on {candidate} refused\n\n{exc}. Nothing changed: "
-                f"`{before.serving}` still serves."), description=f"{candidate} is gone")
+                f"# Decision on {md_text(candidate)} refused\n\n{md_text(exc)}. Nothing changed: "
+                f"{md_code(before.serving)} still serves."), description=f"{candidate} is gone")
             raise
         return result.model_copy(update={"serving": after.serving == candidate, "decision": decision.action,
                                          "release_record": path})

@@ -26,6 +26,7 @@ from tasks.eval.questions import load_questions
 from tasks.llm.base import Ledger
 from tasks.llm.judge_model import PACKAGED
 from tasks.llm.rules import RulesProvider
+from tasks.markup import md_code, md_row, md_text
 from tasks.query.principals import resolve_principal
 from tasks.query.retriever import Retriever
 
@@ -113,7 +114,7 @@ def _sklearn_version() -> str:
 
 
 def _markdown(result: dict) -> str:
-    lines = [f"Model `{result['model_file']}` ({result['bytes']} bytes, {result['digest']}), "
+    lines = [f"Model {md_code(result['model_file'])} ({result['bytes']} bytes, {md_text(result['digest'])}), "
              f"{result['rows']} rows from {result['questions']} questions, "
              f"{result['train_s']} s."]
     cv = result.get("cv")
@@ -121,6 +122,6 @@ def _markdown(result: dict) -> str:
         lines += ["", "| system | recall@10 | mrr_multi | p_acc | r_acc |", "|---|---|---|---|---|"]
         for name, s in cv["systems"].items():
             o = s["overall"]
-            lines.append(f"| {name} | {o['recall@10']:.3f} | {o['mrr_multi']:.3f} | "
-                         f"{o['p_acc'] or 0:.3f} | {o['r_acc'] or 0:.3f} |")
+            lines.append(md_row([name, f"{o['recall@10']:.3f}", f"{o['mrr_multi']:.3f}",
+                                 f"{o['p_acc'] or 0:.3f}", f"{o['r_acc'] or 0:.3f}"]))
     return "\n".join(lines)

@@ -11,6 +11,7 @@ import unicodedata
 from schemas.query import EvidenceDocument, EvidencePackage
 from schemas.settings import MabillonSettings
 from tasks.query.present import route_note
+from tasks.markup import md_code, md_link, md_row, md_text
 from tasks.store.layout import StoreLayout
 
 READABLE = 10  # documents shown with their passage; all of them are in the table
@@ -23,7 +24,6 @@ son sur un une y the of and to in is was what who which when where how did does 
 était sont ont avait dont lors plus tout tous toute toutes fait faire cela celui celle ceux
 """.split())
 _WORD = re.compile(r"\w+", re.UNICODE)
-_MARKDOWN = re.compile(r"([\\`*_\[\]|~])")  # what is markup inside a line
 
 
 def fold(word: str) -> str:
@@ -57,11 +57,6 @@ def _matches(text: str, terms: set[str]) -> list[tuple[int, int]]:
     return out
 
 
-def _escape(text: str) -> str:
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MARKDOWN.sub(r"\\\1", text)
-
-
 def marked_passage(text: str, question: str, chars: int = PASSAGE_CHARS) -> str:
     """The window of `text` where the question's words are densest, those words in bold."""
     text = " ".join(text.split())
@@ -79,9 +74,9 @@ def marked_passage(text: str, question: str, chars: int = PASSAGE_CHARS) -> str:
     for s, e in spans:
         if s < start or e > end:
             continue
-        out += [_escape(text[pos:s]), "**", _escape(text[s:e]), "**"]
+        out += [md_text(text[pos:s]), "**", md_text(text[s:e]), "**"]
         pos = e
-    out.append(_escape(text[pos:end]))
+    out.append(md_text(text[pos:end]))
     return ("… " if start else "") + "".join(out) + (" …" if end < len(text) else "")
 
 
@@ -104,31 +99,32 @@ def evidence_markdown(package: EvidencePackage, titles: dict[str, str | None],
                       links: dict[str, tuple[str, str] | None],
                       answer_links: list[tuple[str, str]] = (), readable: int = READABLE) -> str:
     p = package
-    head = [f"# {_escape(p.question)}", "",
-            f"{len(p.documents)} documents from generation `{p.generation}`{route_note(p)}; "
-            f"{len(p.accepted)} accepted as evidence by **{p.provider}**"
-            f"{' (' + p.model + ')' if p.model else ''}; answered in {p.cost.total_s:.1f} s.", ""]
+    head = [f"# {md_text(p.question)}", "",
+            f"{len(p.documents)} documents from generation {md_code(p.generation)}"
+            f"{md_text(route_note(p))}; {len(p.accepted)} accepted as evidence by "
+            f"**{md_text(p.provider)}**{' (' + md_text(p.model) + ')' if p.model else ''}; "
+            f"answered in {p.cost.total_s:.1f} s.", ""]
     if answer_links:
-        head += [" · ".join(f"[{label}]({url})" for label, url in answer_links), ""]
+        head += [" · ".join(md_link(label, url) for label, url in answer_links), ""]
     if p.flags:
-        head += [f"Note: {', '.join(f.replace('_', ' ') for f in p.flags)}.", ""]
+        head += [f"Note: {md_text(', '.join(f.replace('_', ' ') for f in p.flags))}.", ""]
     if not p.documents:
         head += ["No document visible to you matches this question."]
     body = []
     for d in p.documents[:readable]:
         title = titles.get(d.doc_id) or d.doc_id
         mark = "✓ " if d.status == "accepted" else ""
-        body += [f"### {d.rank}. {mark}{_escape(title)}", "",
-                 f"*{_escape(d.corpus or 'no corpus')} · {d.date or 'undated'} · {_status(d)} · "
+        body += [f"### {d.rank}. {mark}{md_text(title)}", "",
+                 f"*{md_text(d.corpus or 'no corpus')} · {md_text(d.date or 'undated')} · {_status(d)} · "
                  f"{_where(d)}*", ""]
         if d.evidence:
             body += ["> " + marked_passage(d.evidence[0].text, p.question), ""]
         extra = []
         if d.rationales:
-            extra.append(f"Why: {_escape(d.rationales[0])}")
+            extra.append(f"Why: {md_text(d.rationales[0])}")
         link = links.get(d.doc_id)
         if link:
-            extra.append(f"[{link[0]}]({link[1]})")
+            extra.append(md_link(*link))
         if extra:
             body += [" · ".join(extra), ""]
     table = ["## Ranks and ids", "",
@@ -136,24 +132,24 @@ def evidence_markdown(package: EvidencePackage, titles: dict[str, str | None],
              "|---|---|---|---|---|---|---|---|"]
     for d in p.documents:
         r = d.ranks
-        chunk = d.evidence[0].chunk_id if d.evidence else ""
-        table.append(f"| {d.rank} | `{d.doc_id}` | {d.status} | {r.bm25 or ''} | {r.dense or ''} "
-                     f"| {r.fused or ''} | {_where(d)} | `{chunk}` |")
+        chunk = md_code(d.evidence[0].chunk_id) if d.evidence else ""
+        table.append(md_row([d.rank, md_code(d.doc_id), d.status, r.bm25 or "", r.dense or "",
+                             r.fused or "", _where(d), chunk]))
     return "\n".join(head + body + table)
 
 
 def lineage_markdown(package: EvidencePackage, titles: dict[str, str | None]) -> str:
     """Where each cited document comes from: revision and digest of its bytes, cited chunks with
     page, box and character offsets. (Source URIs are server paths: not shown here.)"""
-    out = [f"# Lineage of the evidence for: {_escape(package.question)}", "",
-           f"Generation `{package.generation}`, embedding space `{package.space_id}`.", ""]
+    out = [f"# Lineage of the evidence for: {md_text(package.question)}", "",
+           f"Generation {md_code(package.generation)}, embedding space {md_code(package.space_id)}.", ""]
     for d in package.documents:
-        out += [f"### {d.rank}. {_escape(titles.get(d.doc_id) or d.doc_id)}", "",
-                f"- document `{d.doc_id}`, source `{d.source_id or '?'}`",
-                f"- revision `{d.revision or '?'}`, sha256 `{d.digest or '?'}`"]
+        out += [f"### {d.rank}. {md_text(titles.get(d.doc_id) or d.doc_id)}", "",
+                f"- document {md_code(d.doc_id)}, source {md_code(d.source_id or '?')}",
+                f"- revision {md_code(d.revision or '?')}, sha256 {md_code(d.digest or '?')}"]
         for e in d.evidence:
             box = f", box {[round(x) for x in e.bbox]}" if e.bbox else ""
-            out.append(f"- chunk `{e.chunk_id}`: page {e.page if e.page is not None else '?'}{box}, "
+            out.append(f"- chunk {md_code(e.chunk_id)}: page {e.page if e.page is not None else '?'}{box}, "
                        f"characters {e.char_start}–{e.char_end}")
         out.append("")
     return "\n".join(out)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 
+from tasks.markup import md_text
+
 log = logging.getLogger(__name__)
 
 INTERNAL = ("An internal error stopped this run; nothing was changed by it. The operator finds the "
@@ -45,6 +47,11 @@ def failure_words(exc: BaseException) -> str:
     return INTERNAL
 
 
+def failure_markdown(action: str, words: str) -> str:
+    # the words may quote what the user typed (an id, a generation): shown as text
+    return f"# {md_text(action)} did not complete\n\n{md_text(words)}"
+
+
 def publish_failure(action: str, exc: BaseException) -> str:
     """A markdown artifact saying why `action` failed; returns the words (the run's state message)."""
     from prefect.artifacts import create_markdown_artifact
@@ -52,6 +59,6 @@ def publish_failure(action: str, exc: BaseException) -> str:
     words = failure_words(exc)
     if words == INTERNAL:
         log.exception("%s failed", action)  # the traceback goes to the serving process's log only
-    create_markdown_artifact(key="failure", markdown=f"# {action} did not complete\n\n{words}",
+    create_markdown_artifact(key="failure", markdown=failure_markdown(action, words),
                              description=f"why this {action} run failed")
     return words

@@ -3,9 +3,13 @@ operator action, and the same words for the CLI (`mabillon generations`, `mabill
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 
 from schemas.generation import GenerationStatus
+from schemas.retrieval import Principal
+from tasks.markup import md_block
 from tasks.ops.diff import GenerationDiff
+from tasks.ops.disclosure import Disclosure, generation_disclosure
 from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
@@ -33,12 +37,18 @@ def generations_rows(statuses: list[GenerationStatus]) -> list[dict]:
              "chunks": s.counts.chunks, "parent": s.parent or ""} for s in reversed(statuses)]
 
 
-def diff_lines(d: GenerationDiff, listed: int = LISTED) -> list[str]:
+def diff_lines(d: GenerationDiff, listed: int = LISTED, disclosure: Disclosure | None = None) -> list[str]:
+    """The diff in words: every id for the operator's CLI; for an artifact (`disclosure` given)
+    the ids of public documents only, the others counted per tenant (tasks/ops/disclosure.py)."""
     s = d.sources
 
     def some(mark: str, ids: list[str]) -> list[str]:
+        hidden = {}
+        if disclosure is not None:
+            ids, hidden = disclosure.split(ids)
         more = [f"  {mark} … and {len(ids) - listed} more"] if len(ids) > listed else []
-        return [f"  {mark} {x}" for x in ids[:listed]] + more
+        counted = [f"  {mark} {n} not public ({tenant})" for tenant, n in sorted(hidden.items())]
+        return [f"  {mark} {x}" for x in ids[:listed]] + more + counted
 
     lines = [f"{d.a} → {d.b}",
              f"sources: {len(s.added)} added, {len(s.changed)} changed, {len(s.removed)} removed, "
@@ -70,9 +80,23 @@ def last_diff(layout: StoreLayout, generation: str | None) -> GenerationDiff | N
     return diff_generations(layout, parent, generation)
 
 
-def publish_generations(layout: StoreLayout, generation: str | None = None) -> None:
+def diff_disclosure(layout: StoreLayout, diff: GenerationDiff, public: Principal | None) -> Disclosure:
+    from tasks.store.tombstones import read_tombstones
+
+    now, deleted = datetime.now(timezone.utc), read_tombstones(layout).doc_ids
+    return generation_disclosure(layout, diff.a, public, now, deleted).then(
+        generation_disclosure(layout, diff.b, public, now, deleted))
+
+
+def diff_markdown(diff: GenerationDiff, disclosure: Disclosure) -> str:
+    return "# What changed\n\n" + md_block(diff_lines(diff, disclosure=disclosure))
+
+
+def publish_generations(layout: StoreLayout, generation: str | None = None,
+                        public: Principal | None = None) -> None:
     """The generations table, and the diff of `generation` (default: the serving one) against
-    its parent. Never fails the run that calls it: these are views of state already written."""
+    its parent, naming only documents `public` (anyone, no token) may see; without it, none.
+    Never fails the run that calls it: these are views of state already written."""
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     from tasks.ops.generations import generation_statuses
@@ -85,6 +109,6 @@ def publish_generations(layout: StoreLayout, generation: str | None = None) -> N
         diff = last_diff(layout, generation or read_routing(layout).serving)
         if diff is not None:
             create_markdown_artifact(key="last-diff", description=f"what changed from {diff.a} to {diff.b}",
-                                     markdown="# What changed\n\n```\n" + "\n".join(diff_lines(diff)) + "\n```")
+                                     markdown=diff_markdown(diff, diff_disclosure(layout, diff, public)))
     except Exception as exc:  # a view failing must not turn a published release into a failure
         log.warning("generations artifacts not published: %s", exc)

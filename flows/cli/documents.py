@@ -24,6 +24,7 @@ def register(sub, common) -> None:
 def cmd_documents(args: argparse.Namespace, settings: MabillonSettings) -> int:
     from flows.cli.errors import CliError, Exit
     from flows.cli.release import serving_or_named
+    from tasks.markup import visible
     from tasks.store.documents import corpora, list_documents
     from tasks.store.layout import StoreLayout
     from tasks.store.tombstones import read_tombstones
@@ -36,8 +37,10 @@ def cmd_documents(args: argparse.Namespace, settings: MabillonSettings) -> int:
     rows = list_documents(layout, generation, corpus=args.corpus, match=args.match,
                           tombstoned=set(read_tombstones(layout).doc_ids))
     shown = rows if args.limit <= 0 else rows[:args.limit]
-    lines = [f"{d.doc_id}  [{d.corpus or '-'}, {d.date or 'undated'}]  {d.chunks} chunk{'s' if d.chunks != 1 else ''}"
-             + (f"  {d.title}" if d.title and d.title != d.doc_id else "")
+    # one line per document whatever its id holds: a line break or ESC shows as an escape
+    lines = [f"{visible(d.doc_id)}  [{visible(d.corpus or '-')}, {d.date or 'undated'}]  "
+             f"{d.chunks} chunk{'s' if d.chunks != 1 else ''}"
+             + (f"  {visible(d.title)}" if d.title and d.title != d.doc_id else "")
              + ("  (deleted)" if d.deleted else "") for d in shown]
     what = " matching" if args.match or args.corpus else ""
     lines.append(f"{len(rows)} document{'s' if len(rows) != 1 else ''}{what} in {generation}"

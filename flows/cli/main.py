@@ -19,6 +19,7 @@ from flows.cli.errors import Exit, explain
 from flows.cli.prefect_api import adopt_prefect_home
 from flows.cli.quiet import configured_output, quiet_environment
 from schemas.settings import MabillonSettings
+from tasks.markup import CONTROL, visible
 
 COMMAND_MODULES = [
     "flows.cli.release",
@@ -59,12 +60,21 @@ def login_name() -> str:
 
 
 def emit(args: argparse.Namespace, payload, human: str) -> None:
-    """Print the JSON document with --json, the human text otherwise."""
+    """Print the JSON document with --json, the human text otherwise. Ids and titles come from
+    delivered files: a control character among them (ESC, CSI, NUL) is printed as an escape,
+    never sent raw to the terminal."""
     if getattr(args, "json", False):
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, default=str) + "\n")
+        sys.stdout.write(json_text(payload, indent=2) + "\n")
     else:
-        sys.stdout.write(human.rstrip("\n") + "\n")
+        sys.stdout.write(visible(human.rstrip("\n"), keep="\n\t") + "\n")
     sys.stdout.flush()
+
+
+def json_text(payload, indent: int | None = None) -> str:
+    """JSON with non-ASCII text as it is, but every control character escaped (json escapes
+    C0 itself; DEL, C1 such as CSI, and bidi controls it would leave raw)."""
+    text = json.dumps(payload, ensure_ascii=False, indent=indent, default=str)
+    return CONTROL.sub(lambda m: m.group() if m.group() == "\n" else f"\\u{ord(m.group()):04x}", text)
 
 
 def add_global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -133,8 +143,8 @@ def fail(args: argparse.Namespace | None, exc: BaseException) -> int:
     """One or two lines on stderr (and the JSON error document with --json); the exit code."""
     explained = explain(exc)
     if args is not None and getattr(args, "json", False):
-        sys.stdout.write(json.dumps(explained.as_json(), ensure_ascii=False) + "\n")
-    sys.stderr.write("\n".join(explained.lines()) + "\n")
+        sys.stdout.write(json_text(explained.as_json()) + "\n")
+    sys.stderr.write(visible("\n".join(explained.lines()), keep="\n\t") + "\n")
     return int(explained.code)
 
 

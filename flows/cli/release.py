@@ -10,6 +10,7 @@ from pathlib import Path
 from flows.cli.errors import CliError, Exit
 from flows.cli.main import add_command, emit
 from schemas.settings import MabillonSettings
+from tasks.markup import visible
 
 # Store modules are imported inside the commands: a command's start-up pays only for its own.
 
@@ -88,7 +89,7 @@ def cmd_ingest(args: argparse.Namespace, settings: MabillonSettings) -> int:
              f"this run: {run.added} added, {run.changed} changed, {run.unchanged} unchanged, "
              f"{run.quarantined} quarantined",
              "holds: " + ", ".join(f"{k} {v}" for k, v in result.counts.model_dump().items())]
-    lines += [f"  quarantined {q.uri}: {q.reason}" for q in result.quarantined]
+    lines += [f"  quarantined {visible(q.uri)}: {visible(q.reason)}" for q in result.quarantined]
     if result.manifest:
         lines.append(f"manifest: {result.manifest}")
     if result.release_record:

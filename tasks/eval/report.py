@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.eval.metrics import MISS_KINDS
+from tasks.markup import md_code, md_row
 
 HEADLINE = ("mrr_first", "mrr_multi", "p_acc", "r_acc", "accepted_mean")
 
@@ -40,28 +41,26 @@ def markdown_summary(summaries: list[dict[str, Any]]) -> str:
         return "No evaluation results yet.\n"
     ks = summaries[0]["ks"]
     cols = [f"recall@{k}" for k in ks] + list(HEADLINE)
-    lines = [f"Generation `{summaries[0]['generation']}`, {summaries[0]['n']} questions.", "",
+    lines = [f"Generation {md_code(summaries[0]['generation'])}, {summaries[0]['n']} questions.", "",
              "| system | " + " | ".join(cols) + " | framework s/q | errors |",
              "|---|" + "---|" * (len(cols) + 2)]
     for s in summaries:
-        lines.append(f"| {s['system']} | " + " | ".join(_fmt(s["overall"].get(c)) for c in cols)
-                     + f" | {s['cost']['framework_s_per_question']:.3f} | {s['errors']} |")
+        lines.append(md_row([s["system"], *(_fmt(s["overall"].get(c)) for c in cols),
+                             f"{s['cost']['framework_s_per_question']:.3f}", s["errors"]]))
     kmax = f"recall@{max(ks)}"
     types = sorted({t for s in summaries for t in s["by_type"]})
     lines += ["", f"{kmax} by question type:", "",
-              "| system | " + " | ".join(f"{t} (n={summaries[0]['by_type'].get(t, {}).get('n', '?')})"
-                                        for t in types) + " |",
+              md_row(["system", *(f"{t} (n={summaries[0]['by_type'].get(t, {}).get('n', '?')})"
+                                  for t in types)]),
               "|---|" + "---|" * len(types)]
     for s in summaries:
-        lines.append(f"| {s['system']} | " + " | ".join(
-            _fmt(s["by_type"].get(t, {}).get(kmax)) for t in types) + " |")
+        lines.append(md_row([s["system"], *(_fmt(s["by_type"].get(t, {}).get(kmax)) for t in types)]))
     traced = [s for s in summaries if s.get("misses")]
     if traced:
         lines += ["", "Where gold documents outside the top k were lost:", "",
                   "| system | " + " | ".join(MISS_KINDS) + " |", "|---|" + "---|" * len(MISS_KINDS)]
         for s in traced:
-            lines.append(f"| {s['system']} | " + " | ".join(str(s["misses"][m]) for m in MISS_KINDS)
-                         + " |")
+            lines.append(md_row([s["system"], *(s["misses"][m] for m in MISS_KINDS)]))
     return "\n".join(lines) + "\n"
 
 

@@ -22,6 +22,7 @@ from schemas.generation import Quarantined, Screened
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision, SourceInput
 from schemas.settings import StorageSettings
 from schemas.validity import InvalidInstant, parse_interval
+from tasks.ingest.identifiers import doc_id_problem
 from tasks.ingest.sidecar import SidecarEntry, read_sidecars
 from tasks.store.blobs import put_blob
 from tasks.store.layout import StoreLayout
@@ -77,6 +78,8 @@ def parse_record_line(line: str, defaults: AccessDefaults) -> tuple[SourceInput,
     doc_id = record.get("doc_id")
     if not isinstance(doc_id, str) or not doc_id.strip():
         raise ValueError("missing or empty doc_id")
+    if problem := doc_id_problem(doc_id):
+        raise ValueError(problem)
     text = record.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{doc_id}: missing or empty text")
@@ -333,7 +336,9 @@ def acquire(sources: list[str], defaults: AccessDefaults, layout: StoreLayout,
     with StageProgress("acquire", len(pending), "src") as progress:
         for item in pending:
             sid = item.source.source_id
-            if sid in seen:
+            if problem := doc_id_problem(item.source.doc_id):  # a file's name, or what its sidecar says
+                quarantined.append(Quarantined(uri=item.source.uri, reason=problem))
+            elif sid in seen:
                 quarantined.append(Quarantined(uri=item.source.uri,
                                                reason=f"duplicate source {sid!r} in this run (first: {seen[sid]})"))
             else:

@@ -56,7 +56,7 @@ def sniff_media_type(data: bytes) -> str:
         return "image/png"
     if head.startswith(b"\xff\xd8\xff"):
         return "image/jpeg"
-    if head[:4] in (b"II*\x00", b"MM\x00*"):
+    if head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):  # TIFF, BigTIFF
         return "image/tiff"
     if head.startswith(b"PK\x03\x04"):
         return DOCX_MEDIA_TYPE if is_word_archive(data) else "application/zip"

@@ -20,6 +20,8 @@ from tasks.ingest.changes import RunPlan
 from tasks.ingest.chunk import ChunkSpec
 from tasks.ingest.crash_points import crash_point
 from tasks.ingest.merge import Base, StagedGeneration
+from tasks.markup import md_code, md_text
+from tasks.ops.disclosure import quarantine_markdown
 from tasks.query.indexing import LEXICAL_COLUMNS, index_generation
 from tasks.store.lance_store import write_generation_table
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout
@@ -155,13 +157,14 @@ def publish_artifacts(generation: str, report: ReconcileReport, run: RunCounts, 
         + [{"measure": f"diff.{k}", "value": len(v)} for k, v in report.diff.model_dump().items()],
         description=f"Reconcile counts of generation {generation}",
     )
-    lines = [f"# Generation {generation}", "", f"- digest: `{report.digest[:16]}`",
-             *(f"- {k}: {v}" for k, v in report.counts.model_dump().items()),
+    create_markdown_artifact(key="generation-summary", markdown=summary_markdown(generation, report, run, quarantined),
+                             description=f"Generation {generation}")
+
+
+def summary_markdown(generation: str, report: ReconcileReport, run: RunCounts, quarantined) -> str:
+    lines = [f"# Generation {md_text(generation)}", "", f"- digest: {md_code(report.digest[:16])}",
+             *(f"- {md_text(k)}: {md_text(v)}" for k, v in report.counts.model_dump().items()),
              f"- added {len(report.diff.added)}, changed {len(report.diff.changed)}, "
              f"unchanged {len(report.diff.unchanged)}, removed {len(report.diff.removed)}",
-             f"- ran on {run.runner} with {run.workers} worker(s); {run.ocr_pages} page(s) read by OCR"]
-    if quarantined:
-        lines += ["", "## Quarantined", "", "| input | reason |", "|---|---|",
-                  *(f"| {q.uri} | {q.reason} |" for q in quarantined)]
-    create_markdown_artifact(key="generation-summary", markdown="\n".join(lines),
-                             description=f"Generation {generation}")
+             f"- ran on {md_text(run.runner)} with {run.workers} worker(s); {run.ocr_pages} page(s) read by OCR"]
+    return "\n".join(lines + quarantine_markdown(quarantined))

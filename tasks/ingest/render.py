@@ -7,16 +7,21 @@ the pixel limit, and the DPI actually used is recorded). Image files are decoded
 from __future__ import annotations
 
 import io
+import logging
 import math
 from collections.abc import Container, Iterator
 from dataclasses import dataclass
 
 import pymupdf
-from PIL import Image, ImageOps, ImageSequence
+from PIL import Image, ImageSequence
 
 DEFAULT_IMAGE_DPI = 300  # assumed when an image file does not say its resolution
 _EXIF_ORIENTATION = 0x0112
 _ORIENTATION_DEGREES = {3: 180, 6: 90, 8: 270}  # EXIF tag → clockwise turn applied, as PDF /Rotate
+_TRANSPOSE = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,  # as exif_transpose
+              4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
+              6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE, 8: Image.Transpose.ROTATE_90}
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -52,16 +57,31 @@ def render_pdf_page(page: pymupdf.Page, dpi: int, max_pixels: int) -> PageRender
 def image_dpi(image: Image.Image) -> int:
     dpi = image.info.get("dpi")
     try:
-        value = int(round(float(dpi[0]))) if dpi else 0
-    except (TypeError, ValueError):
-        value = 0
+        value = float(dpi[0]) if dpi else 0.0
+    except (TypeError, ValueError, IndexError):
+        value = 0.0
+    # an EXIF resolution may say anything: NaN, infinity (a double), 10⁹ (a rational)
+    value = round(value) if math.isfinite(value) and 0 < value < 100_000 else 0
     # Scanners sometimes write 1 or 72 meaning "unknown"; OCR needs a plausible resolution.
     return value if value >= 100 else DEFAULT_IMAGE_DPI
 
 
 def upright(frame: Image.Image) -> tuple[Image.Image, int]:
-    orientation = frame.getexif().get(_EXIF_ORIENTATION, 1)
-    return ImageOps.exif_transpose(frame), _ORIENTATION_DEGREES.get(orientation, 0)
+    """The frame turned as its EXIF orientation says, and the clockwise turn applied.
+
+    Only the orientation tag is read, and the pixels transposed here: ImageOps.exif_transpose
+    also rewrites the whole EXIF block, which fails on values it cannot write back (a NaN
+    resolution, for one) and refused a readable scan for its metadata.
+    """
+    try:
+        orientation = frame.getexif().get(_EXIF_ORIENTATION, 1)
+    except Exception as exc:  # an EXIF block Pillow cannot read: the pixels are read as stored
+        log.info("EXIF block unreadable (%s); the image is read as stored", exc)
+        orientation = 1
+    method = _TRANSPOSE.get(orientation) if isinstance(orientation, int) else None
+    if method is None:
+        return frame, 0
+    return frame.transpose(method), _ORIENTATION_DEGREES.get(orientation, 0)
 
 
 def image_pages(data: bytes, pages: Container[int] | None = None) -> Iterator[PageRender]:

@@ -51,6 +51,10 @@ from tasks.ingest.parse.errors import ParseRefused
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">Q")
+# Deaths the same bytes cause again (a parser bug they trigger, the CPU limit); a SIGKILL may be
+# the machine's out-of-memory killer, and an exit without a signal is not the file's doing.
+_LASTING_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE,
+                    signal.SIGXCPU}
 
 
 def parse_untrusted(data: bytes, revision: Revision, settings: ParseSettings,
@@ -81,7 +85,7 @@ def parse_untrusted(data: bytes, revision: Revision, settings: ParseSettings,
     if kind == "memory":
         raise ParseRefused(f"over the {size_label(limits.max_memory_bytes)} memory limit "
                            f"(sandbox.max_memory_bytes): {value}")
-    raise ParseRefused(f"parser error: {value}")
+    raise ParseRefused(f"parser error: {value}", lasting=False)  # a bug: fixed, it may read
 
 
 def resolve(entry: str):
@@ -137,10 +141,10 @@ class Worker:
         except TimeoutError:
             self.kill()
             raise ParseRefused(f"parser ran past the wall-time limit of {limits.max_wall_s} s "
-                               "(sandbox.max_wall_s)") from None
+                               "(sandbox.max_wall_s)", lasting=False) from None  # a busy machine?
         except (EOFError, BrokenPipeError, OSError):
             code = self.process.wait(timeout=30)
-            raise ParseRefused(self.death(code, limits)) from None
+            raise ParseRefused(self.death(code, limits), lasting=-code in _LASTING_SIGNALS) from None
         return reply
 
     @staticmethod
@@ -311,8 +315,8 @@ def _serve(max_open_files: int) -> None:
         except MemoryError as exc:
             reply = ("memory", f"{type(exc).__name__} {exc}".strip())
         except OSError as exc:
-            reply = ("refused", f"parser opened more than {max_open_files} files (sandbox.max_open_files)"
-                     if exc.errno == 24 else f"parser error: {type(exc).__name__}: {exc}")
+            reply = (("refused", f"parser opened more than {max_open_files} files (sandbox.max_open_files)")
+                     if exc.errno == 24 else ("error", f"{type(exc).__name__}: {exc}"))
         except Exception as exc:  # a parser bug on one file: reported, the child goes on
             logging.getLogger("tasks.ingest.sandbox").exception("parser failed")
             reply = ("error", f"{type(exc).__name__}: {exc}")

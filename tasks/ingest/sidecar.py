@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from schemas.validity import InvalidInstant, parse_interval
+from tasks.ingest.identifiers import doc_id_problem
 from tasks.store.location import Location, open_location
 
 SIDECAR_NAMES = ("sidecar.json", "sidecar.csv")
@@ -105,8 +106,11 @@ def entry_from_row(row: dict[str, Any]) -> SidecarEntry:
         valid_from, valid_to = parse_interval(row.get("valid_from"), row.get("valid_to"))
     except InvalidInstant as exc:
         raise ValueError(str(exc)) from None
+    doc_id = _optional_str(row, "doc_id")
+    if doc_id is not None and (problem := doc_id_problem(doc_id)):
+        raise ValueError(problem)
     return SidecarEntry(
-        file=_relative_file(row.get("file")), doc_id=_optional_str(row, "doc_id"),
+        file=_relative_file(row.get("file")), doc_id=doc_id,
         corpus=_optional_str(row, "corpus"), date=date, title=_optional_str(row, "title"),
         tenant=_optional_str(row, "tenant"), groups=_groups(row.get("groups")),
         metadata={k: v for k, v in row.items() if k not in KNOWN_KEYS and v not in (None, "")},

@@ -22,6 +22,8 @@ from schemas.release import Decision, GateDecision, ShadowReport
 from schemas.retrieval import AccessDenied
 from schemas.settings import MabillonSettings
 from tasks.ops import canary, switching
+from tasks.markup import md_code, md_text
+from tasks.ops.disclosure import quarantine_markdown
 from tasks.ops.release_record import shadow_markdown
 from tasks.ops.retention import remove_generation_data
 from tasks.ops.shadow import load_shadow_questions, shadow_compare
@@ -76,25 +78,23 @@ def gate_markdown(report: GateReport, refusal: str | None = None) -> str:
     """The form's description (Prefect renders it as markdown above the fields): the figures a
     reviewer decides on come first."""
     d = report.diff
-    lines = [*([f"> **Refused: {refusal}** Nothing changed; decide again.", ""] if refusal else []),
-             f"## Release `{report.generation}` waits for a decision", "",
-             f"Candidate `{report.generation}` (built on `{report.base or '—'}`) against serving "
-             f"`{report.serving or '—'}`. Answer with the generation, a decision (approve, reject, "
+    lines = [*([f"> **Refused: {md_text(refusal)}** Nothing changed; decide again.", ""] if refusal else []),
+             f"## Release {md_code(report.generation)} waits for a decision", "",
+             f"Candidate {md_code(report.generation)} (built on {md_code(report.base or '—')}) against serving "
+             f"{md_code(report.serving or '—')}. Answer with the generation, a decision (approve, reject, "
              "canary with groups, or rebase) and a reason. Should another generation be published "
              "while this waits, approve and canary are refused (they would take what it brought out "
              "of service): rebase builds this release again on it, and you decide on that one.", "",
              "### Shadow report", "", *shadow_markdown(report.shadow, report.shadow_note), "",
              "### Counts and diff", "",
-             ", ".join(f"{k} {v}" for k, v in report.counts.model_dump().items()) + ".",
+             md_text(", ".join(f"{k} {v}" for k, v in report.counts.model_dump().items())) + ".",
              f"Sources against the serving generation: added {d.get('added', 0)}, changed "
              f"{d.get('changed', 0)}, removed {d.get('removed', 0)}, unchanged {d.get('unchanged', 0)}.",
              f"Validation: {'passed' if report.validation.get('success') else 'FAILED'} "
-             f"({report.validation.get('expectations', '?')} expectations)."]
-    if report.quarantined:
-        lines += ["", f"### Quarantined inputs ({len(report.quarantined)})", "", "| input | reason |",
-                  "|---|---|", *(f"| {q.uri} | {q.reason} |" for q in report.quarantined[:50])]
+             f"({md_text(report.validation.get('expectations', '?'))} expectations)."]
+    lines += quarantine_markdown(report.quarantined)
     if report.shadow and report.shadow.questions:
-        lines += ["", f"Questions: `{report.shadow.questions}`."]
+        lines += ["", f"Questions: {md_code(report.shadow.questions)}."]
     return "\n".join(lines)
 
 

@@ -12,6 +12,8 @@ import pyarrow.compute as pc
 
 from schemas.generation import RoutingRecord
 from schemas.release import Decision, Freshness, ReleaseRecord, ShadowReport
+from tasks.markup import md_code, md_row, md_text
+from tasks.ops.disclosure import quarantine_markdown
 from tasks.ops.switching import previously_serving, published_since
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import has_lineage, read_lineage_table
@@ -71,14 +73,15 @@ def _pct(v: float | None) -> str:
 
 def shadow_markdown(shadow: ShadowReport | None, note: str | None = None) -> list[str]:
     if shadow is None:
-        return [f"No shadow comparison: {note or 'none was run'}."]
+        return [f"No shadow comparison: {md_text(note or 'none was run')}."]
     s = shadow
     lines = ["| question type | n | recall@k candidate | recall@k serving | top-k overlap |",
              "|---|---|---|---|---|",
-             *(f"| {t.question_type} | {t.n} | {_pct(t.recall_staged)} | {_pct(t.recall_serving)} | "
-               f"{t.mean_overlap:.2f} |" for t in s.by_type),
+             *(md_row([t.question_type, t.n, _pct(t.recall_staged), _pct(t.recall_serving),
+                       f"{t.mean_overlap:.2f}"]) for t in s.by_type),
              f"| **all** | {s.n} | {_pct(s.recall_staged)} | {_pct(s.recall_serving)} | {s.mean_overlap:.2f} |",
-             "", f"{s.n} questions, {s.system}, k={s.k}: candidate `{s.staged}` vs serving `{s.serving}`. "
+             "", f"{s.n} questions, {md_text(s.system)}, k={s.k}: candidate {md_code(s.staged)} vs serving "
+             f"{md_code(s.serving)}. "
              f"Latency, median (p95): candidate {s.latency_staged_median_s * 1000:.1f} ms "
              f"({s.latency_staged_p95_s * 1000:.1f} ms), serving {s.latency_serving_median_s * 1000:.1f} ms "
              f"({s.latency_serving_p95_s * 1000:.1f} ms)."]
@@ -86,34 +89,38 @@ def shadow_markdown(shadow: ShadowReport | None, note: str | None = None) -> lis
 
 
 def record_markdown(r: ReleaseRecord, path: str | None = None) -> str:
+    """The record as every UI user reads it: what the files hold, without the source names (the
+    newest source is not named: its name is a document id, see tasks/ops/disclosure.py)."""
     d, f = r.decision, r.freshness
-    who = f"{d.actor}{'' if d.authenticated else ' (not authenticated)'}"
-    lines = [f"# Release record: {r.generation} — {d.action}", "",
-             f"- decision: **{d.action}** by {who} at {d.at:%Y-%m-%d %H:%M:%S} UTC via {d.via}: {d.reason or '—'}"
-             + (f" (groups {', '.join(d.canary_groups)})" if d.canary_groups else ""),
-             f"- serving: {r.serving_before or '—'} → {r.serving_after or '—'}; rollback target: "
-             f"{r.rollback_target or '—'}",
-             *([f"- **published since {r.generation} was built on {r.parent or '—'}: "
-                f"{', '.join(r.published_since)}** — what they brought is not in {r.generation}"]
+    who = f"{md_text(d.actor)}{'' if d.authenticated else ' (not authenticated)'}"
+    lines = [f"# Release record: {md_text(r.generation)} — {md_text(d.action)}", "",
+             f"- decision: **{md_text(d.action)}** by {who} at {d.at:%Y-%m-%d %H:%M:%S} UTC via "
+             f"{md_text(d.via)}: {md_text(d.reason or '—')}"
+             + (f" (groups {md_text(', '.join(d.canary_groups))})" if d.canary_groups else ""),
+             f"- serving: {md_text(r.serving_before or '—')} → {md_text(r.serving_after or '—')}; "
+             f"rollback target: {md_text(r.rollback_target or '—')}",
+             *([f"- **published since {md_text(r.generation)} was built on {md_text(r.parent or '—')}: "
+                f"{md_text(', '.join(r.published_since))}** — what they brought is not in {md_text(r.generation)}"]
                if r.published_since else []),
-             *(f"- refused before: {words}" for words in r.refused),
-             *([f"- canaries: " + "; ".join(f"{c.generation} → {', '.join(c.groups)}" for c in r.canaries)]
-               if r.canaries else []),
-             f"- manifest: `{r.manifest}` (sha256 `{r.manifest_sha256[:16]}…`), parent {r.parent or '—'}",
+             *(f"- refused before: {md_text(words)}" for words in r.refused),
+             *(["- canaries: " + "; ".join(f"{md_text(c.generation)} → {md_text(', '.join(c.groups))}"
+                                           for c in r.canaries)] if r.canaries else []),
+             f"- manifest: {md_code(r.manifest)} (sha256 {md_code(r.manifest_sha256[:16] + '…')}), "
+             f"parent {md_text(r.parent or '—')}",
              f"- validation: {'passed' if r.validation.get('success') else 'FAILED'} "
-             f"({r.validation.get('expectations', '?')} expectations, `{r.validation.get('report')}`)",
-             f"- reconcile: digest `{r.digest[:16]}…`; " + ", ".join(f"{k} {v}" for k, v in r.counts.model_dump().items()),
-             "- sources against the parent: " + ", ".join(f"{k} {v}" for k, v in r.diff.items()),
-             f"- this run: " + ", ".join(f"{k} {v}" for k, v in r.run.model_dump().items()
-                                          if isinstance(v, (int, float, str))),
-             "- freshness: " + (f"{f.seconds:.1f} s from the arrival of `{f.newest_source}` "
+             f"({md_text(r.validation.get('expectations', '?'))} expectations, "
+             f"{md_code(r.validation.get('report'))})",
+             f"- reconcile: digest {md_code(r.digest[:16] + '…')}; "
+             + md_text(", ".join(f"{k} {v}" for k, v in r.counts.model_dump().items())),
+             "- sources against the parent: " + md_text(", ".join(f"{k} {v}" for k, v in r.diff.items())),
+             "- this run: " + md_text(", ".join(f"{k} {v}" for k, v in r.run.model_dump().items()
+                                                if isinstance(v, (int, float, str)))),
+             "- freshness: " + (f"{f.seconds:.1f} s from the arrival of the newest source "
                                 f"({f.newest_arrival_at:%Y-%m-%d %H:%M:%S}) to answerable "
                                 f"({f.answerable_at:%Y-%m-%d %H:%M:%S})" if f and f.seconds is not None
                                 else "not answerable after this decision" if f and f.answerable_at is None
                                 else "arrival time unknown"),
-             *([f"- record: `{path}`"] if path else []),
+             *([f"- record: {md_code(path)}"] if path else []),
              "", "## Shadow", "", *shadow_markdown(r.shadow, r.shadow_note)]
-    if r.quarantined:
-        lines += ["", "## Quarantined inputs", "", "| input | reason |", "|---|---|",
-                  *(f"| {q.uri} | {q.reason} |" for q in r.quarantined)]
+    lines += quarantine_markdown(r.quarantined)
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from tasks.ingest.acquire import AccessDefaults, parse_record_line
 from tasks.ingest.sidecar import SidecarError, entry_from_row, parse_sidecar
+from tasks.markup import CONTROL
 from tasks.query.tools import ToolError, check_args
 from tasks.query.view import to_day
 
@@ -27,6 +28,9 @@ json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=
                            | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
 iso_dates = st.dates(min_value=dt.date(1, 1, 1), max_value=dt.date(9999, 12, 31))
 names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20)
+printable_names = names.filter(lambda s: s.strip() and not CONTROL.search(s))
+controls = st.characters(min_codepoint=0, max_codepoint=0x9F).filter(lambda c: CONTROL.fullmatch(c)) \
+    | st.sampled_from("\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 # ---- JSONL record lines ----------------------------------------------------------------------
@@ -43,6 +47,7 @@ def test_any_line_is_a_record_or_a_value_error(line):
         assert str(exc)  # a reason the quarantine can show
         return
     assert source.doc_id.strip() and json.loads(data)["doc_id"] == source.doc_id
+    assert not CONTROL.search(source.doc_id)  # printable: it can be typed, listed and linked
 
 
 @RUNS
@@ -62,7 +67,7 @@ def test_any_json_object_is_a_record_or_a_value_error(record):
 
 
 @RUNS
-@given(doc_id=names.filter(str.strip), text=st.text(min_size=1).filter(str.strip),
+@given(doc_id=printable_names, text=st.text(min_size=1).filter(str.strip),
        day=st.none() | iso_dates, groups=st.lists(names, min_size=1, max_size=3))
 def test_a_well_formed_record_round_trips_and_its_bytes_are_canonical(doc_id, text, day, groups):
     record = {"doc_id": doc_id, "text": text, "groups": groups,
@@ -73,6 +78,20 @@ def test_a_well_formed_record_round_trips_and_its_bytes_are_canonical(doc_id, te
     # the same record with its keys in another order is the same bytes, so the same revision
     again = parse_record_line(json.dumps(dict(reversed(list(record.items())))), DEFAULTS)[1]
     assert again == data
+
+
+@RUNS
+@given(before=st.text(max_size=8), control=controls, after=st.text(max_size=8))
+def test_a_doc_id_holding_any_control_character_is_refused_naming_it(before, control, after):
+    doc_id = before + control + after
+    try:
+        parse_record_line(json.dumps({"doc_id": doc_id, "text": "x"}), DEFAULTS)
+    except ValueError as exc:
+        reason = str(exc)
+        assert not CONTROL.search(reason)  # the reason shows it escaped
+        assert "holds control characters" in reason or not doc_id.strip(), reason
+        return
+    raise AssertionError(f"{doc_id!r} accepted")
 
 
 # ---- dates -----------------------------------------------------------------------------------
@@ -137,7 +156,8 @@ rows = st.dictionaries(st.sampled_from(["file", "doc_id", "corpus", "date", "tit
 # The refusals a row can get: each names the field and what is wrong with it.
 ROW_REASON = re.compile(r"(?s)(doc_id|corpus|date|title|tenant|cote) must be a non-empty string"
                         r"|groups must be a list of strings|groups is empty|missing file"
-                        r"|file .+ must be a path inside the folder|date .+ is not (YYYY-MM-DD|a calendar date)")
+                        r"|file .+ must be a path inside the folder|date .+ is not (YYYY-MM-DD|a calendar date)"
+                        r"|doc_id '.+' holds control characters \(.+\): an id must be printable text; .+")
 
 
 @RUNS

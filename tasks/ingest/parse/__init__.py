@@ -7,10 +7,12 @@ their pages, so the parse stage can hand the pages of a long scan to several wor
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
 from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 from schemas.lineage import RECORD_MEDIA_TYPE, ParsedDocument, Revision
 from schemas.settings import OcrSettings, ParseSettings
@@ -19,6 +21,7 @@ from tasks.ingest.parse.docx import parse_docx
 from tasks.ingest.parse.errors import ParseRefused
 from tasks.ingest.parse.html import parse_html
 from tasks.ingest.parse.image import parse_image
+from tasks.ingest.parse.ocr import OCR_STOPPED
 from tasks.ingest.parse.pdf import parse_pdf
 from tasks.ingest.parse.plaintext import parse_plaintext
 from tasks.ingest.parse.record import parse_record
@@ -76,6 +79,39 @@ def parse_key(ocr: OcrSettings) -> str:
     blob = json.dumps({"ocr": ocr.model_dump(exclude={"workers", "tesseract_threads"}), "v": 1},
                       sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+# Bumped when a change of our parsing code could turn a refusal into a reading (a malformed
+# file now repaired, a format now read): remembered refusals of the older code are then retried.
+REFUSALS_VERSION = 1
+
+
+@functools.cache
+def parser_versions() -> dict[str, str]:
+    """The engines a refusal depends on; an upgrade of one parses refused bytes again."""
+    from tasks.ingest.parse.ocr import tesseract_version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "absent"
+    return {"tesseract": tesseract_version(), "pymupdf": installed("pymupdf"), "pillow": installed("pillow"),
+            "docling": installed("docling-slim"), "mabillon": str(REFUSALS_VERSION)}
+
+
+def refusal_key(settings: ParseSettings) -> str:
+    """What decides a parse's outcome besides the bytes: the key refusals are remembered under."""
+    blob = json.dumps({"parse": parse_key(settings.ocr), "limits": settings.limits.model_dump(),
+                       "sandbox": settings.sandbox.model_dump(exclude={"recycle_after"}),
+                       "versions": parser_versions()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def textless_is_lasting(doc: ParsedDocument) -> bool:
+    """A document without text stays so under the same settings, unless OCR ran out of time on
+    one of its pages (that depends on how busy the machine was)."""
+    return not any((p.empty_reason or "").startswith(OCR_STOPPED) for p in doc.pages)
 
 
 def textless_reason(doc: ParsedDocument) -> str | None:

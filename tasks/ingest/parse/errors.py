@@ -3,4 +3,14 @@ from __future__ import annotations
 
 
 class ParseRefused(ValueError):
-    """The bytes cannot be parsed into text; the reason is recorded in quarantine."""
+    """The bytes cannot be parsed into text; the reason is recorded in quarantine.
+
+    `lasting`: the same bytes would be refused again under the same parsers and limits (malformed,
+    encrypted, a crash of the parser on them), so the refusal is remembered and the bytes are not
+    parsed again (tasks/store/refusals.py). A refusal that depends on the moment — a wall-time
+    limit reached on a busy machine, a parser bug — is not remembered.
+    """
+
+    def __init__(self, reason: str, lasting: bool = True):
+        super().__init__(reason)
+        self.lasting = lasting

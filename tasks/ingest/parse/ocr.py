@@ -50,6 +50,10 @@ clock = time.monotonic
 _DENOISE_BAND = 16
 
 
+# How a page whose OCR ran out of time says so: a refusal of the machine's load, not of the page.
+OCR_STOPPED = "OCR stopped after"
+
+
 class OcrUnavailable(Exception):
     """Tesseract cannot run here (language data missing, engine failing to start): a setup
     error for every page, not a property of one page."""
@@ -380,7 +384,7 @@ def ocr_page(render: PageRender, settings: OcrSettings) -> ParsedPage:
     except PageTimeout as exc:  # the other pages of the document go on
         log.warning("OCR of page %d stopped: %s", render.page_no, exc)
         result = OcrText(text="", elements=[], confidence=None)
-        empty_reason = f"OCR stopped after {settings.page_timeout_s:g} s"
+        empty_reason = f"{OCR_STOPPED} {settings.page_timeout_s:g} s"
     width, height = (render.height, render.width) if turn in (90, 270) else (render.width, render.height)
     return ParsedPage(
         page_no=render.page_no, raw_text=result.text, normalized_text=normalize_text(result.text),

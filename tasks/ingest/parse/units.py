@@ -26,13 +26,14 @@ from schemas.lineage import ParsedDocument, Revision
 from schemas.settings import ParseSettings
 from tasks.ingest.changes import RunPlan
 from tasks.ingest.crash_points import crash_point
-from tasks.ingest.parse import is_paged, parse_key, textless_reason
+from tasks.ingest.parse import is_paged, parse_key, refusal_key, textless_is_lasting, textless_reason
 from tasks.ingest.parse.errors import ParseRefused
 from tasks.ingest.sandbox import parse_untrusted
 from tasks.progress import StageProgress
 from tasks.store.blobs import read_blob
 from tasks.store.cache import drop_parsed_pages, load_parsed, save_parsed
 from tasks.store.layout import StoreLayout
+from tasks.store.refusals import load_refusal, save_refusal
 from tasks.task_wrapper import as_task, lost_worker
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class PieceResult:
     document: ParsedDocument | None  # None: refused
     refused: str | None = None
     ocr_pages: int = 0  # pages this piece read by OCR (not from the page cache)
+    lasting: bool = True  # a refusal the same bytes would get again (ParseRefused.lasting)
 
 
 @dataclass(frozen=True)
@@ -137,10 +139,10 @@ def parse_piece(piece: ParsePiece, layout: StoreLayout, settings: ParseSettings,
         try:
             doc = read_piece(data, piece, todo if piece.pages is not None else None, settings)
         except ParseRefused as exc:
-            return PieceResult(piece, None, str(exc))
+            return PieceResult(piece, None, str(exc), lasting=getattr(exc, "lasting", True))
         except Exception as exc:  # a parser bug on one file must not sink the batch
             log.exception("parser failed on %s", piece.label())
-            return PieceResult(piece, None, f"parser error: {type(exc).__name__}: {exc}")
+            return PieceResult(piece, None, f"parser error: {type(exc).__name__}: {exc}", lasting=False)
         if piece.pages is not None:
             for page in doc.pages:
                 save_parsed(layout, ParsedDocument(revision_id=rev.revision_id, pages=[page]), key,
@@ -170,36 +172,47 @@ parse_unit_task = as_task(parse_unit, "parse", reads_storage=True)
 # ---- the stage (runs in the flow) ---------------------------------------------------------
 
 def parse(work: RunPlan, layout: StoreLayout, settings: ParseSettings, fan_out: FanOut) -> Parsed:
-    """Documents of the run's revisions (from the cache, or parsed on the flow's task runner)."""
+    """Documents of the run's revisions (from the cache, or parsed on the flow's task runner);
+    bytes refused before under the same parsers and limits are refused again without parsing."""
     revisions, page_counts = work.to_process, work.pages
-    key = parse_key(settings.ocr)
+    key, refusals = parse_key(settings.ocr), refusal_key(settings)
     documents: dict[str, ParsedDocument] = {}
     todo: list[Revision] = []
+    refused = list(work.quarantined)
     for rev in revisions:
         doc = load_parsed(layout, rev.revision_id, key)
+        known = None if doc is not None else load_refusal(layout, refusals, rev.digest, rev.media_type)
         if doc is not None:
             documents[rev.revision_id] = doc
+        elif known is not None:
+            log.warning("quarantined %s: %s (refused before, not parsed again)", rev.uri, known.reason)
+            refused.append(Quarantined(uri=rev.uri, digest=rev.digest, reason=(
+                f"{known.reason} (the same bytes were refused on {known.at:%Y-%m-%d} under the same "
+                "parsers and limits: not parsed again)")))
         else:
             todo.append(rev)
     pieces = [p for rev in todo for p in pieces_of(rev, page_counts.get(rev.revision_id, 1))]
     units = pack(pieces, fan_out.pages_per_task, fan_out.workers)
     results = run_units(units, layout, settings, fan_out.crash_point,
                         StageProgress("parse", len(pieces), "piece"))
-    refused = list(work.quarantined)
     ocr_pages = 0
     for rev in todo:
         mine = [r for r in results if r.piece.revision.revision_id == rev.revision_id]
         ocr_pages += sum(r.ocr_pages for r in mine)
-        reason = next((r.refused for r in mine if r.refused), None)
+        failed = next((r for r in mine if r.refused), None)
         doc = None
-        if reason is None:
+        if failed is not None:
+            reason, lasting = failed.refused, failed.lasting
+        else:
             doc = ParsedDocument(revision_id=rev.revision_id,
                                  pages=sorted((p for r in mine for p in r.document.pages),
                                               key=lambda p: p.page_no))
-            reason = textless_reason(doc)
+            reason, lasting = textless_reason(doc), textless_is_lasting(doc)
         if reason is not None:
             log.warning("quarantined %s: %s", rev.uri, reason)
             refused.append(Quarantined(uri=rev.uri, reason=reason, digest=rev.digest))
+            if lasting:
+                save_refusal(layout, refusals, rev.digest, rev.media_type, reason, rev.uri)
             continue
         save_parsed(layout, doc, key)
         if page_counts.get(rev.revision_id, 1) > 1:
@@ -240,7 +253,7 @@ def crashed(piece: ParsePiece, error: BaseException) -> PieceResult:
     log.error("parser crashed on %s: %s", piece.label(), error)
     return PieceResult(piece, None, "parser crashed: the worker process parsing it died every time "
                                     f"it was tried ({type(error).__name__}; killed by a signal or "
-                                    "out of memory)")
+                                    "out of memory)", lasting=False)  # the machine's memory, maybe
 
 
 def mark_crashed(future, error: BaseException) -> None:

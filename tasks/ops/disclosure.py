@@ -1,0 +1,81 @@
+"""What an operator's artifact may name: the Prefect UI shows every artifact of a home to every
+person who reaches it (researchers of every tenant asking with their tokens), so an artifact
+about the archive as a whole names only what anyone may see anyway.
+
+A document is *public* when the default principal — anyone, no token — may read it now: its
+tenant is the default tenant, one of its groups is a default group, the present moment is inside
+its validity interval (no embargo still running, not withdrawn) and it is not deleted. Public
+documents are named by id; every other one is only counted, per tenant. The full lists stay with
+the operator: `mabillon diff`, `mabillon documents`, the manifests and release records on disk.
+Quarantined inputs have no trusted access metadata (that is often why they were refused), so
+artifacts count them and never name them.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pyarrow as pa
+
+from schemas.retrieval import Principal
+from tasks.store.layout import StoreLayout
+
+
+@dataclass(frozen=True)
+class Disclosure:
+    """Which sources an artifact may name (`public`) and the tenant of each of the others."""
+
+    public: frozenset[str] = frozenset()
+    tenants: dict[str, str] = field(default_factory=dict)
+
+    def split(self, source_ids: list[str]) -> tuple[list[str], Counter]:
+        """(the ids that may be shown, the count of the others per tenant)."""
+        shown = [s for s in source_ids if s in self.public]
+        hidden = Counter(self.tenants.get(s) or "unknown tenant" for s in source_ids if s not in self.public)
+        return shown, hidden
+
+    def then(self, later: "Disclosure") -> "Disclosure":
+        """For a diff from this generation to `later`: `later` decides for the sources it holds,
+        this one for those it removed."""
+        return Disclosure(public=later.public | (self.public - set(later.tenants)),
+                          tenants={**self.tenants, **later.tenants})
+
+
+def disclosure_of(revisions: pa.Table, public: Principal | None, now: datetime,
+                  deleted: set[str]) -> Disclosure:
+    """From the current revisions of a generation (source_id, doc_id, tenant, groups, valid_from,
+    valid_to, is_current). Without a public principal nothing is public."""
+    tenants, shown = {}, set()
+    groups = set(public.groups) if public else set()
+    for row in revisions.to_pylist():
+        if not row.get("is_current", True):
+            continue
+        sid = row["source_id"]
+        tenants[sid] = row["tenant"] or ""
+        valid_from, valid_to = row.get("valid_from"), row.get("valid_to")
+        if (public is not None and row["tenant"] == public.tenant and groups & set(row["groups"] or ())
+                and row["doc_id"] not in deleted
+                and (valid_from is None or valid_from <= now) and (valid_to is None or now < valid_to)):
+            shown.add(sid)
+    return Disclosure(public=frozenset(shown), tenants=tenants)
+
+
+def generation_disclosure(layout: StoreLayout, generation: str, public: Principal | None,
+                          now: datetime, deleted: set[str]) -> Disclosure:
+    from tasks.store.lineage_store import read_lineage_table
+
+    revisions = read_lineage_table(layout, generation, "revisions",
+                                   ["source_id", "doc_id", "tenant", "groups", "valid_from",
+                                    "valid_to", "is_current"])
+    return disclosure_of(revisions, public, now, deleted)
+
+
+def quarantine_markdown(quarantined: list) -> list[str]:
+    """Counted, never named: refused inputs carry no trusted access metadata and their names are
+    document ids (see above); the manifest on disk names each with its reason."""
+    if not quarantined:
+        return []
+    return ["", f"## Quarantined inputs ({len(quarantined)})", "",
+            f"{len(quarantined)} input(s) were refused; the generation's manifest names each with "
+            "its reason (`mabillon ingest` printed them)."]
