@@ -27,6 +27,17 @@ log = logging.getLogger(__name__)
 ABSENT = "#absent"  # suffix of the cache key that records a 404 of an optional service
 
 
+def user_agent(settings: GallicaSettings) -> str:
+    """The User-Agent of every request: the project, its version and the configured contact."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("mabillon")
+    except PackageNotFoundError:  # a checkout run without installing
+        ours = "dev"
+    return settings.user_agent(ours)
+
+
 class HarvestFailure(Exception):
     """A request that could not be answered usefully; `reason` says why, for the quarantine."""
 

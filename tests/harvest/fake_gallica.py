@@ -67,6 +67,7 @@ class Logged:
 @dataclass
 class Faults:
     failing: dict[str, int] = field(default_factory=dict)  # issue name → status for all its requests
+    malformed: set[str] = field(default_factory=set)  # issue names answered with cut-off XML
     throttle: list[tuple[int, str | None]] = field(default_factory=list)  # next answers: (status, Retry-After)
 
 
@@ -103,6 +104,10 @@ class FakeGallica:
     def fail_issue(self, name: str, status: int = 500) -> None:
         self.faults.failing[name] = status
 
+    def malform_issue(self, name: str) -> None:
+        """Every answer about this issue is cut off halfway (a proxy that drops the connection)."""
+        self.faults.malformed.add(name)
+
     def answer_next(self, status: int, retry_after: str | None = None, times: int = 1) -> None:
         self.faults.throttle += [(status, retry_after)] * times
 
@@ -137,6 +142,8 @@ class FakeGallica:
         if name in self.faults.failing:
             return self.faults.failing[name], b"<html>Internal error</html>", "text/html", {}
         xml = "text/xml;charset=UTF-8"
+        if name in self.faults.malformed:
+            return 200, b'<?xml version="1.0"?><livre><structure><nbVueImages>4</nbV', xml, {}
         if path == "/SRU":
             return 200, self._sru(params), xml, {}
         if path == "/services/Issues":
