@@ -86,8 +86,8 @@ def deployment_specs(serve_settings: ServeSettings) -> list[tuple[Flow, dict]]:
     return [
         (scheduled_ingest, {"cron": serve_settings.ingest_cron, "parameters": ingest_params}),
         (release_flow, {}),
-        (harvest_flow, {"cron": serve_settings.harvest_cron,
-                        "parameters": {"params": {"request": serve_settings.harvest}} if serve_settings.harvest else {}}),
+        (harvest_flow, {"cron": serve_settings.harvest_cron, "parameters": {"params": {
+            "request": serve_settings.harvest.model_dump(mode="json", exclude_none=True)}} if serve_settings.harvest else {}}),
         *((f, {"concurrency_limit": ONE_AT_A_TIME}) for f in (promote, rollback, canary, delete, gc)),
         (ask, {}),
         (ask_batch, {}),

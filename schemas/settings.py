@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from schemas.harvest import GallicaSettings
+from schemas.harvest import GallicaSettings, HarvestRequest
 from schemas.indexes import IndexSettings
 from schemas.query import LoopParams
 from schemas.retrieval import RetrievalSettings
@@ -232,7 +232,7 @@ class ServeSettings(BaseModel):
     # cron "0 2 * * *", harvest '{"ark": "ark:/12148/cb32779904b", "date_from": "1887-01-01",
     # "date_to": "1887-12-31"}'); None: it runs on demand with the request its form is given.
     harvest_cron: str | None = None
-    harvest: dict | None = None
+    harvest: HarvestRequest | None = None
 
 
 class GateSettings(BaseModel):
