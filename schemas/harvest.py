@@ -18,7 +18,10 @@ from pydantic import BaseModel, Field, model_validator
 NAAN = "12148"  # the BnF's name assigning authority
 # ARK names are letters and digits (the last one a check character); a qualifier may follow
 # (`/date`, `/date1887`, `/f3`), which Gallica's own links carry.
-_ARK = re.compile(r"^(?:https?://[^/]+/(?:iiif/)?)?ark:/12148/([a-z0-9]+)(?:/([A-Za-z0-9.]*))?/?$")
+# A link pasted from the viewer may end in `.item`, `/f3.item` or a query (`?rk=…`).
+_ARK = re.compile(r"^(?:https?://[^/]+/(?:iiif/)?)?ark:/12148/([a-z0-9]+)(?:\.[A-Za-z]+)?"
+                  r"(?:/([A-Za-z0-9.]*))?/?(?:\?.*)?$")
+_ARK_IN_TEXT = re.compile(r"ark:/12148/([a-z0-9]+)")
 _DATE_QUALIFIER = re.compile(r"^date(\d{4})?(\d{2})?(\d{2})?$")
 
 
@@ -56,6 +59,11 @@ def ark_name(reference: str) -> str:
     raise ValueError(f"{reference!r} is not a Gallica ARK (ark:/12148/NAME)")
 
 
+def arks_in(text: str) -> list[str]:
+    """The ARK names a free text holds (a dc:identifier, a relation "Notice du catalogue : …")."""
+    return _ARK_IN_TEXT.findall(text)
+
+
 def is_gallica_reference(text: str) -> bool:
     """True for what `mabillon ingest` harvests instead of reading a path: an ARK of the BnF,
     a gallica.bnf.fr link to one, or `sru:QUERY`."""
@@ -81,6 +89,11 @@ class HarvestRequest(BaseModel):
             if self.is_title and (self.date_from is None or self.date_to is None):
                 raise ValueError(f"{self.ark} is a title (a cb… ARK): give the issue dates to harvest "
                                  "(--from and --to, or the ARK's /dateYYYY form)")
+        elif self.date_from or self.date_to:
+            raise ValueError("a date range goes with a title ARK (ark:/12148/cb…), not an SRU query: "
+                             "put the dates in the query (gallicapublication_date)")
+        if self.ark is not None and not self.is_title and (self.date_from or self.date_to):
+            raise ValueError(f"{self.ark} is one issue: a date range goes with a title ARK (ark:/12148/cb…)")
         if self.date_from and self.date_to and self.date_from > self.date_to:
             raise ValueError(f"date range {self.date_from} → {self.date_to} is empty")
         return self

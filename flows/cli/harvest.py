@@ -11,7 +11,7 @@ from datetime import date
 
 from flows.cli.errors import CliError, Exit
 from flows.cli.main import add_command, emit
-from schemas.harvest import HarvestReport, HarvestRequest, is_gallica_reference
+from schemas.harvest import HarvestReport, HarvestRequest, ark_name, is_gallica_reference
 from schemas.settings import MabillonSettings
 from tasks.markup import visible
 
@@ -36,11 +36,17 @@ def register(sub, common) -> None:
 
 def requests_of(references: list[str], date_from: date | None, date_to: date | None) -> list[HarvestRequest]:
     try:
-        return [HarvestRequest.from_reference(r, date_from, date_to) for r in references]
+        # the dates go with the title ARKs among the references
+        return [HarvestRequest.from_reference(r, *((date_from, date_to) if is_title_reference(r) else (None, None)))
+                for r in references]
     except ValueError as exc:  # pydantic's ValidationError is one
         message = getattr(exc, "errors", None)
         text = message()[0]["msg"].removeprefix("Value error, ") if callable(message) else str(exc)
         raise CliError(text, Exit.USAGE, "see: mabillon harvest --help") from None
+
+
+def is_title_reference(text: str) -> bool:
+    return not text.startswith("sru:") and ark_name(text).startswith("cb")
 
 
 def progress_line(n: int, total: int, outcome) -> None:

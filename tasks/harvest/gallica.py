@@ -26,7 +26,7 @@ from datetime import date, timedelta
 from defusedxml import ElementTree as SafeET
 from pydantic import BaseModel
 
-from schemas.harvest import NAAN, IssueRef, ark_name
+from schemas.harvest import NAAN, IssueRef, ark_name, arks_in
 
 
 def local(tag: str) -> str:
@@ -85,14 +85,10 @@ def parse_sru(data: bytes) -> tuple[int, list[IssueRef]]:
         raise ValueError(f"SRU answer without numberOfRecords{f': {diagnostic}' if diagnostic else ''}")
     found: list[IssueRef] = []
     for record in children(root, "record"):
-        for ident in children(record, "identifier"):
-            text = (ident.text or "").strip()
-            if "ark:/12148/" not in text:
-                continue
-            name = ark_name(text[text.index("ark:/"):].split("?")[0])
-            if not name.startswith("cb"):
-                found.append(IssueRef(ark=f"ark:/{NAAN}/{name}"))
-                break
+        names = [n for ident in children(record, "identifier") for n in arks_in(ident.text or "")]
+        documents = [n for n in names if not n.startswith("cb")]
+        if documents:
+            found.append(IssueRef(ark=f"ark:/{NAAN}/{documents[0]}"))
     return int(total), found
 
 
@@ -176,8 +172,9 @@ def parse_oai_record(data: bytes) -> IssueRecord:
 def title_ark_of(record: IssueRecord) -> str | None:
     """The periodical's ARK (ark:/12148/cb…) among the record's relations, if named."""
     for text in record.relations + record.identifiers:
-        if "ark:/12148/cb" in text:
-            return f"ark:/{NAAN}/{ark_name(text[text.index('ark:/'):].split()[0].rstrip('/'))}"
+        for name in arks_in(text):
+            if name.startswith("cb"):
+                return f"ark:/{NAAN}/{name}"
     return None
 
 

@@ -11,6 +11,8 @@ and `packages/<ark name>/` (the folders handed to the release).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 from collections.abc import Callable
 from datetime import date
@@ -28,6 +30,25 @@ log = logging.getLogger(__name__)
 
 def harvest_root(home: Path) -> Path:
     return home / "harvest"
+
+
+@contextlib.contextmanager
+def one_harvest_at_a_time(root: Path):
+    """Hold the home's harvest lock (an OS file lock: the kernel lets it go when its holder dies,
+    however it dies). Two harvests of one home (the nightly deployment and a command line) then
+    never ask Gallica at the same time, which would double the rate, nor write one package
+    folder together."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("another harvest of this home is running; waiting for it to finish")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def discover(request: HarvestRequest, client: PoliteClient, page_size: int) -> list[IssueRef]:
@@ -87,7 +108,8 @@ def harvest(request: HarvestRequest, settings: GallicaSettings, home: Path, user
     root = harvest_root(home)
     report = HarvestReport(request=request)
     extra = {"sleep": sleep} if sleep else {}
-    with PoliteClient(settings, FetchCache(root / "cache"), user_agent, **extra) as client:
+    with one_harvest_at_a_time(root), \
+            PoliteClient(settings, FetchCache(root / "cache"), user_agent, **extra) as client:
         try:
             issues = discover(request, client, settings.sru_page_size)
         finally:

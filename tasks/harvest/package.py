@@ -157,12 +157,15 @@ def package_files(package: IssuePackage) -> dict[str, bytes]:
 
 
 def write_package(package: IssuePackage, folder: Path) -> bool:
-    """Write the package folder; False when it already holds exactly these files (untouched)."""
+    """Write the package folder; False when it already holds exactly these files (untouched).
+    The caller holds the home's harvest lock: nobody else writes beside it."""
     files = package_files(package)
     if folder.is_dir() and {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()} == set(files) \
             and all((folder / rel).read_bytes() == data for rel, data in files.items()):
         return False
     folder.parent.mkdir(parents=True, exist_ok=True)
+    for stale in folder.parent.glob(f".{folder.name}.*"):  # left by a harvest killed while writing
+        shutil.rmtree(stale, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
         for rel, data in files.items():

@@ -38,3 +38,12 @@ def test_retry_after_is_read_as_seconds_or_as_an_http_date():
     assert retry_after_seconds("Sun, 06 Dec 2026 01:00:30 GMT", now) == 30
     assert retry_after_seconds("Sun, 06 Dec 2026 00:59:00 GMT", now) == 0  # already past
     assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+
+
+def test_a_date_range_goes_with_a_title_only():
+    with pytest.raises(ValidationError, match="goes with a title ARK"):
+        HarvestRequest.from_reference("ark:/12148/bpt6k4616238h", date(1915, 1, 1), date(1915, 12, 31))
+    with pytest.raises(ValidationError, match="goes with a title ARK"):
+        HarvestRequest.from_reference('sru:dc.title all "x"', date(1915, 1, 1), date(1915, 12, 31))
+    pasted = "https://gallica.bnf.fr/ark:/12148/bpt6k4616238h/f1.item?rk=21459;2"  # from the viewer
+    assert HarvestRequest.from_reference(pasted).ark == "ark:/12148/bpt6k4616238h"
