@@ -85,7 +85,7 @@ def sru_issues(query: str, client: PoliteClient, page_size: int) -> list[IssueRe
 def fetch_issue(ref: IssueRef, client: PoliteClient) -> IssuePackage:
     """Every answer one issue's package is made of (from the cache where fetched before)."""
     name = ark_name(ref.ark)
-    record = gallica.parse_oai_record(client.fetch("/services/OAIRecord", {"ark": ref.ark},
+    record = gallica.parse_oai_record(client.fetch("/services/OAIRecord", {"ark": name},
                                                    check=gallica.parse_oai_record))
     views = gallica.parse_pagination(client.fetch("/services/Pagination", {"ark": name},
                                                   check=gallica.parse_pagination))
