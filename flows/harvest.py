@@ -74,6 +74,9 @@ def summary_markdown(outcome: HarvestOutcome) -> str:
 def harvest_flow(params: HarvestParams, settings: MabillonSettings | None = None) -> HarvestOutcome:
     settings = settings or MabillonSettings()
     report = harvest_task(params.request, settings.gallica, settings.home, user_agent(settings.gallica))
+    log.info("harvested %d issue(s) of %s; %d quarantined; %d requests, %d answers from the cache",
+             len(report.issues), report.request.describe(), len(report.quarantined), report.requests,
+             report.from_cache)
     result = release(report.folders, params.options, settings) if params.release and report.folders else None
     outcome = HarvestOutcome(report=report, result=result)
     create_markdown_artifact(key="harvest", markdown=summary_markdown(outcome),
