@@ -187,6 +187,11 @@ def apply_forms(schemas: dict, settings: MabillonSettings) -> None:
             tidy_model(schema, "ScheduledIngestParams")
             tidy_model(schema, "ReleaseOptions")
             top_level(schema, "What to ingest")
+        elif name == "harvest":
+            tidy_model(schema, "HarvestParams")
+            tidy_model(schema, "HarvestRequest")
+            tidy_model(schema, "ReleaseOptions")
+            top_level(schema, "What to harvest")
         elif name == "evaluate":
             tidy_model(schema, "EvalOptions", hide=("principal",))
 
@@ -204,6 +209,9 @@ DESCRIPTIONS = {
     "scheduled-ingest": "For archivists: ingest the drop folder or URI list and publish a new "
                         "generation (on its schedule, or now). Unreadable entries are skipped "
                         "and named; bad files are quarantined with their reason.",
+    "harvest": "For archivists: fetch newspaper issues from Gallica (an issue ARK, a title ARK and "
+               "dates, or an SRU search) at one request a second, resuming where the last run "
+               "stopped, and publish them. An issue Gallica cannot serve is quarantined with its reason.",
     "promote": "For operators: serve another published generation (index and query encoder "
                "switch together). Needs an operator token and your name. Now {now}.",
     "rollback": "For operators: serve the previously serving generation again, or the one you "

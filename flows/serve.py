@@ -26,6 +26,7 @@ from prefect.utilities.callables import parameter_schema
 from flows.ask import ask, ask_batch
 from flows.drop_folder import scheduled_ingest
 from flows.evaluate import evaluate
+from flows.harvest import harvest_flow
 from flows.operate import canary, delete, gc, promote, rollback
 from flows.prefect_server import (DIE_WITH_PARENT, PrefectServer, api_url_for, start_server,  # noqa: F401
                                   stop_group, wait_healthy)
@@ -85,6 +86,8 @@ def deployment_specs(serve_settings: ServeSettings) -> list[tuple[Flow, dict]]:
     return [
         (scheduled_ingest, {"cron": serve_settings.ingest_cron, "parameters": ingest_params}),
         (release_flow, {}),
+        (harvest_flow, {"cron": serve_settings.harvest_cron, "parameters": {"params": {
+            "request": serve_settings.harvest.model_dump(mode="json", exclude_none=True)}} if serve_settings.harvest else {}}),
         *((f, {"concurrency_limit": ONE_AT_A_TIME}) for f in (promote, rollback, canary, delete, gc)),
         (ask, {}),
         (ask_batch, {}),

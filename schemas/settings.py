@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.harvest import GallicaSettings, HarvestRequest
 from schemas.indexes import IndexSettings
 from schemas.query import LoopParams
 from schemas.retrieval import RetrievalSettings
@@ -227,6 +228,11 @@ class ServeSettings(BaseModel):
     # A `process` work pool on the server (deploy/stack.py starts one with its workers): the
     # deployments are registered to it and its workers run them; None: `serve` runs them itself.
     work_pool: str | None = None
+    # The `harvest` deployment's schedule and default request (e.g. Le Gaulois 1887, nightly:
+    # cron "0 2 * * *", harvest '{"ark": "ark:/12148/cb32779904b", "date_from": "1887-01-01",
+    # "date_to": "1887-12-31"}'); None: it runs on demand with the request its form is given.
+    harvest_cron: str | None = None
+    harvest: HarvestRequest | None = None
 
 
 class GateSettings(BaseModel):
@@ -304,6 +310,7 @@ class MabillonSettings(BaseSettings):
     serve: ServeSettings = Field(default_factory=ServeSettings)
     reading_room: ReadingRoomSettings = Field(default_factory=ReadingRoomSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
+    gallica: GallicaSettings = Field(default_factory=GallicaSettings)
     default_tenant: str = "default"
     default_groups: list[str] = Field(default_factory=lambda: ["public"])
     actor: str = Field(default="local-operator", description="who is recorded in routing history")

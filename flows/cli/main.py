@@ -23,6 +23,7 @@ from tasks.markup import CONTROL, visible
 
 COMMAND_MODULES = [
     "flows.cli.release",
+    "flows.cli.harvest",
     "flows.cli.documents",
     "flows.cli.ops",
     "flows.cli.ask",

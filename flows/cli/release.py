@@ -8,7 +8,9 @@ import argparse
 from pathlib import Path
 
 from flows.cli.errors import CliError, Exit
+from flows.cli.harvest import add_date_options, harvest_references, report_lines
 from flows.cli.main import add_command, emit
+from schemas.harvest import is_gallica_reference
 from schemas.settings import MabillonSettings
 from tasks.markup import visible
 
@@ -17,12 +19,15 @@ from tasks.markup import visible
 
 def register(sub, common) -> None:
     p = add_command(sub, common, "ingest", "ingest files, folders or JSONL exports (local, file:// or "
-                    "s3://) and publish a generation", "mabillon ingest scans/ --corpus registres "
-                    "--tenant t1 --groups public,staff")
+                    "s3://), or issues harvested from Gallica, and publish a generation",
+                    "mabillon ingest scans/ --corpus registres --tenant t1 --groups public,staff")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="local paths, file:// URIs, or s3://bucket/key (an object) and "
                         "s3://bucket/prefix/ (read like a folder); S3 endpoint and credentials "
-                        "from the storage settings (AWS_* variables)")
+                        "from the storage settings (AWS_* variables); or a Gallica reference "
+                        "(ark:/12148/bpt6k… an issue, ark:/12148/cb… a title with --from/--to, "
+                        "sru:QUERY), harvested first (see `mabillon harvest`)")
+    add_date_options(p)
     p.add_argument("--corpus", help="corpus of inputs that do not name one (sidecar, record)")
     p.add_argument("--tenant", help="tenant of inputs that do not name one (default: 'default')")
     p.add_argument("--groups", help="comma-separated access groups (default: public)")
@@ -58,10 +63,14 @@ def missing_local_paths(paths: list[str]) -> list[str]:
 
 
 def cmd_ingest(args: argparse.Namespace, settings: MabillonSettings) -> int:
-    missing = missing_local_paths(args.paths)
+    missing = missing_local_paths([p for p in args.paths if not is_gallica_reference(p)])
     if missing:
         raise CliError(f"no such file or folder: {', '.join(missing)}; nothing was ingested",
                        Exit.NOT_FOUND)
+    args.paths, harvested = harvest_references(args, settings)
+    if not args.paths:
+        raise CliError("no issue could be harvested; nothing was ingested", Exit.UNAVAILABLE,
+                       "\n".join(report_lines(harvested)))
     from flows.cli.prefect_api import connect
 
     with connect(settings) as link:
@@ -78,6 +87,8 @@ def cmd_ingest(args: argparse.Namespace, settings: MabillonSettings) -> int:
         link.ready()
         result = release(paths=args.paths, options=options, settings=settings)
     payload = result.model_dump(mode="json", exclude={"published"})
+    if harvested:
+        payload["harvest"] = [r.model_dump(mode="json") for r in harvested]
     state = (f"published; gate decision: {result.decision}" + ("" if result.serving else ", not serving")
              if result.decision else
              "published and serving" if result.published and result.serving else
@@ -90,6 +101,7 @@ def cmd_ingest(args: argparse.Namespace, settings: MabillonSettings) -> int:
              f"{run.quarantined} quarantined",
              "holds: " + ", ".join(f"{k} {v}" for k, v in result.counts.model_dump().items())]
     lines += [f"  quarantined {visible(q.uri)}: {visible(q.reason)}" for q in result.quarantined]
+    lines += report_lines(harvested)
     if result.manifest:
         lines.append(f"manifest: {result.manifest}")
     if result.release_record:

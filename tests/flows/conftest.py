@@ -29,7 +29,7 @@ TENANT_B_RECORD = {
     "doc_id": "tenant-b-note-1887-03-03", "corpus": "notes_privees", "date": "1887-03-03",
     "text": f"Note {TENANT_B_MARKER}: le débat sur les blés a été renvoyé à jeudi; la Chambre "
             "renvoie le débat sur les blés à jeudi, dit la note réservée du cabinet."}
-SERVED = {"scheduled-ingest", "release", "promote", "rollback", "canary", "delete", "gc", "ask", "ask-batch",
+SERVED = {"scheduled-ingest", "release", "harvest", "promote", "rollback", "canary", "delete", "gc", "ask", "ask-batch",
           "evaluate"}
 # The served home's registered question set for gated releases (about tests.conftest.SAMPLE_RECORDS).
 GATE_QUESTIONS = Path(__file__).with_name("gate_questions.jsonl")

@@ -1,0 +1,1 @@
+"""Harvesting Gallica's documented services into package folders the release reads."""
