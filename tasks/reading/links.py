@@ -57,6 +57,13 @@ class Links:
     def document(self, doc_id: str) -> str:
         return self._timed(f"{self.base}/documents/{quote(doc_id, safe='/')}")
 
+    def export_query(self, fmt: str, query_id: str) -> str:
+        """The answer's references as a file (ris, bibtex, csl-json, csv): flows/reading_room.py."""
+        return self._timed(f"{self.base}/export/{fmt}/queries/{quote(query_id, safe='')}")
+
+    def export_document(self, fmt: str, doc_id: str) -> str:
+        return self._timed(f"{self.base}/export/{fmt}/documents/{quote(doc_id, safe='/')}")
+
     def evidence(self, query_id: str, rank: int | None = None) -> str:
         return self._timed(f"{self.base}/queries/{query_id}") + (f"#doc-{rank}" if rank is not None else "")
 
