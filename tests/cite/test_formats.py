@@ -119,3 +119,17 @@ def test_citation_keys_are_ascii_and_unique():
     taken: set[str] = set()
     keys = [citation_key(d, taken) for d in ("délibérations/an II", "délibérations/an II", "{}")]
     assert keys == ["deliberations-an-II", "deliberations-an-II-2", "doc"]
+
+
+def test_the_ask_artifact_links_to_the_answers_references_where_a_room_runs():
+    from flows.artifacts.links import answer_links
+    from schemas.query import Cost, EvidencePackage
+    from schemas.settings import MabillonSettings, ReadingRoomSettings
+
+    p = EvidencePackage(question="q?", generation="g0001", space_id="s", provider="rules", documents=[],
+                        accepted=[], held=[], rejected=[], rejected_docs=[], retrieved=[], plan=[],
+                        briefings=[], flags=[], cost=Cost(), query_id="20260101T000000-abcdef12-1")
+    links = dict(answer_links(MabillonSettings(reading_room=ReadingRoomSettings(url="https://salle.example/")), p))
+    assert links["references (RIS)"] == "https://salle.example/export/ris/queries/20260101T000000-abcdef12-1"
+    assert links["references (CSL-JSON)"].endswith("/export/csl-json/queries/20260101T000000-abcdef12-1")
+    assert answer_links(MabillonSettings(), p) == []
