@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from fastapi import FastAPI, Form, Request
+from fastapi import FastAPI, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -291,14 +291,16 @@ def create_app(settings: MabillonSettings, warm: bool = True,
 
     # references to take away (reference managers, spreadsheets) -----------------------------
     @app.get("/export/{fmt}/queries/{query_id}")
-    def export_query(request: Request, fmt: str, query_id: str):
+    def export_query(request: Request, fmt: str, query_id: str, rank: int | None = Query(None, ge=1)):
         from tasks.cite.export import query_references
 
         checked = export_format(fmt)
         principal = viewer(request)
         refs = query_references(room, principal, query_id, lambda at: links(request, at),
-                                lambda recorded: when(request, principal, recorded))
-        return exported(refs, checked, f"mabillon-{query_id}")
+                                lambda recorded: when(request, principal, recorded), rank)
+        if rank is not None and not refs:  # withdrawn, or no such rank: nothing to say which
+            raise NotFound(f"{query_id}#{rank}")
+        return exported(refs, checked, f"mabillon-{query_id}" + (f"-{rank}" if rank else ""))
 
     @app.get("/export/{fmt}/documents/{doc_id:path}")
     def export_document(request: Request, fmt: str, doc_id: str):

@@ -17,13 +17,14 @@ from tasks.reading.views import evidence_view
 def query_references(room: ReadingRoom, principal: Principal, query_id: str,
                      links_at: Callable[[datetime | None], Links],
                      at: Callable[[datetime | None], datetime | None] = lambda recorded: recorded,
-                     ) -> list[Reference]:
-    """The references of the principal's own answer `query_id`, in ranked order, seen at the
-    answer's as_of (or the time `at` chooses from it)."""
+                     rank: int | None = None) -> list[Reference]:
+    """The references of the principal's own answer `query_id`, in ranked order (or only the
+    one at `rank`), seen at the answer's as_of (or the time `at` chooses from it)."""
     record = room.record(principal, query_id)
     when = at(record.as_of)
     view, links = room.visible(principal, when), links_at(when)
-    return evidence_references(evidence_view(room, view, links, record), view, links)
+    refs = evidence_references(evidence_view(room, view, links, record), view, links)
+    return refs if rank is None else [r for r in refs if r.rank == rank]
 
 
 def document_references(room: ReadingRoom, principal: Principal, doc_id: str, links: Links,

@@ -87,8 +87,14 @@ def test_an_answer_exports_as_ris_bibtex_csl_json_and_csv_with_its_pins(export_h
         rows = list(csv.DictReader(io.StringIO(room.get(f"/export/csv/queries/{qid}", headers=bearer("alice")).text)))
         assert [row["doc_id"] for row in rows] == [d["doc_id"] for d in shown] and rows[0]["region"] == region
 
+        one = rispy.loads(room.get(f"/export/ris/queries/{qid}?rank=1", headers=bearer("alice")).text)
+        assert one == entries[:1]  # one document of the answer, its citation pinned the same
+        assert room.get(f"/export/ris/queries/{qid}?rank=999", headers=bearer("alice")).status_code == 404
+        assert room.get(f"/export/ris/queries/{qid}?rank=0", headers=bearer("alice")).status_code == 422
+
         html = room.get(f"/queries/{qid}", headers=bearer("alice")).text
         assert f'href="http://127.0.0.1:{room._base_url.port}/export/ris/queries/{qid}"' in html
+        assert f'href="http://127.0.0.1:{room._base_url.port}/export/bibtex/queries/{qid}?rank=1"' in html
         page = room.get(f"/documents/{SCAN_DOC}", headers=bearer("alice")).text
         assert f"/export/bibtex/documents/{SCAN_DOC}" in page
         one = bibtexparser.parse_string(room.get(f"/export/bibtex/documents/{SCAN_DOC}", headers=bearer("alice")).text)
