@@ -45,7 +45,9 @@ def stage_rows(seconds: dict[str, float]) -> list[dict]:
     total = sum(seconds.values())
     rows = [{"stage": name, "seconds": round(s, 2), "share": f"{100 * s / total:.0f} %" if total else "-"}
             for name, s in seconds.items()]
-    return rows + [{"stage": "total", "seconds": round(total, 2), "share": "100 %" if total else "-"}] if rows else []
+    if not rows:
+        return []
+    return rows + [{"stage": "total", "seconds": round(total, 2), "share": "100 %" if total else "-"}]
 
 
 def stage_markdown(seconds: dict[str, float]) -> list[str]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 ARK = re.compile(r"ark:/?\d{5,}/[^\s?#\"'<>]+")
-IDENTIFYING = re.compile(r"(^|_)(ark|identifier|identifiers|id_?bnf|catalog(ue)?_?id|urn|doi|handle)($|_)", re.I)
+IDENTIFYING = re.compile(r"(^|_)(ark|identifiers?|id_?bnf|catalog(ue)?_?id|urn|doi|handle)($|_)", re.I)
 
 
 def _values(value: Any, key: str = "", depth: int = 0) -> Iterator[tuple[str, str]]:

@@ -119,4 +119,5 @@ def refusal_rows(quarantined: list) -> list[dict]:
 
 def refused_words(n: int) -> str:
     """What a run's state says when it refused inputs."""
-    return f"{n} refused: {n} input{'s' if n != 1 else ''} quarantined, nothing else lost (table 'refused-inputs')"
+    inputs = f"{n} input{'s' if n != 1 else ''}"
+    return f"{n} refused: {inputs} quarantined, nothing else lost (table 'refused-inputs')"
