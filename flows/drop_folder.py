@@ -16,8 +16,10 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
 from flows.artifacts.generations import publish_generations
+from flows.artifacts.refusals import ended, publish_refusals
 from flows.release import ReleaseOptions, release
 from flows.run_names import ingest_run_name
+from flows.timing import stage_markdown
 from schemas.generation import IngestResult
 from schemas.settings import MabillonSettings
 from tasks.markup import md_code, md_text
@@ -129,11 +131,15 @@ def summary_markdown(inputs: UriListEntries, result: IngestResult | None) -> str
     else:
         state = ("published and serving" if result.published and result.serving else
                  "published, staged" if result.published else "nothing new; serving unchanged")
+        run = result.run.model_dump(exclude={"stage_seconds"})
         lines += [f"- generation {md_code(result.generation)}: {state}",
-                  "- this run: " + md_text(", ".join(f"{k} {v}" for k, v in result.run.model_dump().items()))]
+                  "- this run: " + md_text(", ".join(f"{k} {v}" for k, v in run.items()))]
         if result.quarantined:
-            lines.append(f"- quarantined: {len(result.quarantined)} input(s), named with their reasons "
-                         f"in the generation's manifest")
+            lines.append(f"- quarantined: {len(result.quarantined)} input(s), counted per reason in the "
+                         f"table 'refused-inputs'; named with their reasons in the generation's manifest")
+        timings = stage_markdown(result.run.stage_seconds)
+        if timings:
+            lines += ["", "## Stage timings", "", *timings]
     if inputs.skipped:
         lines.append(f"- skipped: {len(inputs.skipped)} (still being written, or not found; see the run's log)")
     return "\n".join(lines)
@@ -157,4 +163,5 @@ def scheduled_ingest(params: ScheduledIngestParams,
                              description="inputs and outcome of one scheduled ingest")
     # shown on this run too, not only on its `release` subflow run
     publish_generations(StoreLayout.from_settings(settings), public=default_principal(settings))
-    return result
+    publish_refusals(result.quarantined if result else [])
+    return ended(result)  # "Completed" with "3 refused: …" when inputs were refused

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from fastapi import FastAPI, Form, Request
+from fastapi import FastAPI, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -289,6 +289,29 @@ def create_app(settings: MabillonSettings, warm: bool = True,
         response.delete_cookie(OLD_TOKEN_COOKIE)
         return response
 
+    # references to take away (reference managers, spreadsheets) -----------------------------
+    @app.get("/export/{fmt}/queries/{query_id}")
+    def export_query(request: Request, fmt: str, query_id: str, rank: int | None = Query(None, ge=1)):
+        from tasks.cite.export import query_references
+
+        checked = export_format(fmt)
+        principal = viewer(request)
+        refs = query_references(room, principal, query_id, lambda at: links(request, at),
+                                lambda recorded: when(request, principal, recorded), rank)
+        if rank is not None and not refs:  # withdrawn, or no such rank: nothing to say which
+            raise NotFound(f"{query_id}#{rank}")
+        return exported(refs, checked, f"mabillon-{query_id}" + (f"-{rank}" if rank else ""))
+
+    @app.get("/export/{fmt}/documents/{doc_id:path}")
+    def export_document(request: Request, fmt: str, doc_id: str):
+        from tasks.cite.export import document_references
+
+        checked = export_format(fmt)
+        principal = viewer(request)
+        at = when(request, principal)
+        refs = document_references(room, principal, doc_id, links(request, at), at)
+        return exported(refs, checked, f"mabillon-{refs[0].key}")
+
     # JSON for programs ------------------------------------------------------------------------
     @app.get("/api/queries")
     def api_queries(request: Request):
@@ -391,6 +414,24 @@ def _refusal(request: Request, templates: Jinja2Templates, status: int, message:
         return JSONResponse({"error": message}, status_code=status, headers=headers)
     return templates.TemplateResponse(request, "refusal.html", {"status": status, "message": message},
                                       status_code=status, headers=PRIVATE)
+
+
+def export_format(fmt: str) -> str:
+    from schemas.citation import EXPORT_FORMATS
+
+    if fmt not in EXPORT_FORMATS:
+        raise Refused(404, f"no export format {fmt[:40]!r}: choose one of {', '.join(EXPORT_FORMATS)}")
+    return fmt
+
+
+def exported(refs: list, fmt: str, stem: str) -> Response:
+    """The references as a file to save (a reference manager opens it)."""
+    from schemas.citation import MEDIA_TYPES, SUFFIXES
+    from tasks.cite.formats import render
+
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "-" for c in stem)[:100]
+    return Response(render(refs, fmt), media_type=MEDIA_TYPES[fmt], headers={
+        **PRIVATE, "Content-Disposition": f'attachment; filename="{name}.{SUFFIXES[fmt]}"'})
 
 
 def _evidence_json(view) -> dict:

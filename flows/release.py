@@ -10,10 +10,11 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from flows.artifacts.generations import publish_generations
+from flows.artifacts.refusals import ended, publish_refusals
 from flows.release_gate import gate_applies, hold_for_decision, record_publish
 from flows.runner import RunnerShape, api_for_workers, task_runner_for
 from flows.settle_deletions import holding_release_slot
-from flows.timing import StageClock, timed
+from flows.timing import StageClock, publish_stage_seconds, timed
 from schemas.generation import IngestResult, Parsed, RunCounts
 from schemas.settings import MabillonSettings
 from tasks.ingest.acquire import AccessDefaults, acquire_task
@@ -100,9 +101,19 @@ def build_and_publish(paths: list[str], options: ReleaseOptions, settings: Mabil
     return result
 
 
+def release_run(paths: list[str], options: ReleaseOptions | None = None,
+                settings: MabillonSettings | None = None):
+    """The release, then what an archivist reads of it: the stage timings and refusals as
+    tables, and a final state that says how many inputs were refused (flows/artifacts/refusals.py)."""
+    result = release_steps(paths, options, settings)
+    publish_stage_seconds(result.run.stage_seconds)
+    publish_refusals(result.quarantined)
+    return ended(result)
+
+
 # The flow wraps a module-level function: Dask workers receive the flow run's context, and a
 # function found under its own name is sent by reference, not pickled with everything it uses.
-release_flow = flow(name="release", log_prints=False)(release_steps)
+release_flow = flow(name="release", log_prints=False)(release_run)
 
 
 def release(paths: list[str], options: ReleaseOptions | None = None,

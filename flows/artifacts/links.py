@@ -11,6 +11,9 @@ from schemas.query import EvidenceDocument, EvidencePackage
 from schemas.settings import MabillonSettings
 from tasks.reading.links import Links
 
+# the answer's references as files a reference manager imports (flows/reading_room.py serves them)
+EXPORTS = (("ris", "RIS"), ("bibtex", "BibTeX"), ("csl-json", "CSL-JSON"), ("csv", "CSV"))
+
 
 def room(settings: MabillonSettings) -> Links | None:
     return Links.at(settings.reading_room.url) if settings.reading_room.url else None
@@ -35,4 +38,6 @@ def answer_links(settings: MabillonSettings, package: EvidencePackage) -> list[t
     if links is None or not package.query_id:
         return []
     return [("evidence of this answer in the reading room", links.evidence(package.query_id)),
-            ("IIIF manifest", links.query_manifest(package.query_id))]
+            ("IIIF manifest", links.query_manifest(package.query_id)),
+            *((f"references ({label})", links.export_query(fmt, package.query_id))
+              for fmt, label in EXPORTS)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 from flows.cli.errors import CliError, Exit
 from flows.cli.main import add_command, emit
@@ -28,6 +29,9 @@ def register(sub, common) -> None:
                    help="default: openai when MABILLON_LLM__BASE_URL is set, else learned "
                         "(rules when its model file is unusable)")
     p.add_argument("--limit", type=int, default=10, help="documents in the printed list")
+    p.add_argument("--export", choices=("ris", "bibtex", "csl-json", "csv"),
+                   help="print the answer's references in this format instead of the list, in "
+                        "ranked order (a reference manager imports RIS, BibTeX and CSL-JSON)")
     p.add_argument("--as-of", help="ISO 8601 date or time (2027-01-01, 2027-01-01T09:00+01:00): answer "
                                    "as the archive stood then; a future time needs an operator")
     p.set_defaults(func=cmd_ask)
@@ -37,14 +41,40 @@ def cmd_ask(args: argparse.Namespace, settings: MabillonSettings) -> int:
     question = " ".join(args.question.split())
     if len(question) < 3:
         raise CliError("the question is empty: write at least three characters", Exit.USAGE)
+    if args.export and getattr(args, "json", False):
+        raise CliError("--export prints the references themselves: leave out --json", Exit.USAGE)
     request = {"question": question, "principal": args.principal,
                "generation": args.generation, "provider": args.provider, "as_of": args.as_of}
     package = asked_of_serve(settings, request) or answered_here(settings, request)
     from schemas.query import EvidencePackage
     from tasks.query.present import render_text
 
+    if args.export:
+        sys.stdout.write(exported_references(settings, args.principal, package.get("query_id"), args.export))
+        sys.stdout.flush()
+        return 0
     emit(args, package, render_text(EvidencePackage.model_validate(package), args.limit))
     return 0
+
+
+def exported_references(settings: MabillonSettings, principal_name: str | None, query_id: str | None,
+                        fmt: str) -> str:
+    """The answer's references as the reading room serves them to the same principal (the same
+    access now: a document deleted or no longer allowed meanwhile is left out), with links to
+    the room at its configured address."""
+    from tasks.cite.export import query_references
+    from tasks.cite.formats import render
+    from tasks.query.principals import resolve_principal
+    from tasks.reading.links import Links
+    from tasks.reading.room import ReadingRoom
+
+    if not query_id:
+        raise CliError("this answer has no query record to export from", Exit.FAILED)
+    rr = settings.reading_room
+    base = rr.url or f"http://{rr.host}:{rr.port}"
+    refs = query_references(ReadingRoom(settings), resolve_principal(settings, principal_name), query_id,
+                            lambda at: Links.at(base, at))
+    return render(refs, fmt)
 
 
 def asked_of_serve(settings: MabillonSettings, request: dict) -> dict | None:

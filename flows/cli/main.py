@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         return usage_failure(exc, as_json="--json" in argv)
     debug = args.debug or bool(os.environ.get("MABILLON_DEBUG"))
     try:
-        with configured_output(verbose=args.verbose, debug=debug):
+        with configured_output(verbose=args.verbose, debug=debug, progress=not args.json):
             settings = build_settings(args)
             adopt_prefect_home(settings.prefect_home)  # before anything imports Prefect
             return int(args.func(args, settings) or 0)

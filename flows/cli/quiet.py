@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 
 OUR_LOGGERS = ("flows", "tasks", "schemas")
+PROGRESS_LOGGER = "tasks.progress"  # "parse: 12/40 pages" on stderr while a long stage runs
 
 # Applied with setdefault: a value the user exported wins.
 OFFLINE_ENV = {  # models and analytics stay local: no hub lookups, no usage pings
@@ -63,13 +64,14 @@ class OneLine(logging.Formatter):
 
 
 @contextlib.contextmanager
-def configured_output(verbose: bool = False, debug: bool = False) -> Iterator[None]:
+def configured_output(verbose: bool = False, debug: bool = False,
+                      progress: bool = True) -> Iterator[None]:
     """`configure_output` for the duration of one command; the logging set-up is restored after
     (`main` may run several times in one process, as in the tests)."""
-    names = [*OUR_LOGGERS, ""]
+    names = [*OUR_LOGGERS, PROGRESS_LOGGER, ""]
     saved = [(logging.getLogger(n), logging.getLogger(n).handlers[:], logging.getLogger(n).level,
               logging.getLogger(n).propagate) for n in names]
-    configure_output(verbose, debug)
+    configure_output(verbose, debug, progress)
     try:
         yield
     finally:
@@ -78,9 +80,10 @@ def configured_output(verbose: bool = False, debug: bool = False) -> Iterator[No
             logger.setLevel(level)
 
 
-def configure_output(verbose: bool = False, debug: bool = False) -> None:
-    """Our loggers print warnings as single lines (INFO with -v, DEBUG with --debug); every
-    other logger is silent unless -v or --debug."""
+def configure_output(verbose: bool = False, debug: bool = False, progress: bool = True) -> None:
+    """Our loggers print warnings as single lines (INFO with -v, DEBUG with --debug), and the
+    progress of long stages unless `progress` is off (--json: stdout is one document, stderr
+    says nothing unless something is wrong); every other logger is silent unless -v or --debug."""
     if verbose or debug:
         for key in QUIET_ENV.keys() & _set_here:
             del os.environ[key]
@@ -95,6 +98,7 @@ def configure_output(verbose: bool = False, debug: bool = False) -> None:
         logger.handlers[:] = [handler]
         logger.setLevel(ours)
         logger.propagate = False  # Prefect replaces the root handlers when it is imported
+    logging.getLogger(PROGRESS_LOGGER).setLevel(logging.INFO if progress else logging.WARNING)
     root = logging.getLogger()
     if verbose or debug:
         root.setLevel(logging.DEBUG if debug else logging.INFO)

@@ -333,7 +333,7 @@ def acquire(sources: list[str], defaults: AccessDefaults, layout: StoreLayout,
     revisions: list[Revision] = []
     seen: dict[str, str] = {}
     pending = list(iter_inputs(sources, defaults, quarantined, storage, set(skip)))
-    with StageProgress("acquire", len(pending), "src") as progress:
+    with StageProgress("acquire", len(pending), "source") as progress:
         for item in pending:
             sid = item.source.source_id
             if problem := doc_id_problem(item.source.doc_id):  # a file's name, or what its sidecar says

@@ -224,7 +224,7 @@ def chunk(parsed: Parsed, revisions: list[Revision], settings: ChunkingSettings,
     spec = chunk_spec(embedder.count_tokens, settings.target_tokens, space.max_input_tokens,
                       space.space_id[:8])
     chunks: list[Chunk] = []
-    with StageProgress("chunk", len(revisions), "doc") as progress:
+    with StageProgress("chunk", len(revisions), "document") as progress:
         for rev in revisions:
             if rev.revision_id in parsed.documents:
                 chunks.extend(chunk_document(parsed.documents[rev.revision_id], rev.doc_id, spec,

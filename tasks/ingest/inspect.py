@@ -140,7 +140,7 @@ def inspect_revision(revision: Revision, data: bytes,
 def inspect(acquired: Screened, layout: StoreLayout, limits: InspectionLimits) -> Screened:
     """The acquired revisions that may be parsed, with their page counts; the rest quarantined."""
     kept, quarantined, pages = [], list(acquired.quarantined), {}
-    with StageProgress("inspect", len(acquired.kept), "src") as progress:
+    with StageProgress("inspect", len(acquired.kept), "source") as progress:
         for rev in acquired.kept:
             data = read_blob(layout, rev.digest)
             ok, refused = inspect_revision(rev, data, limits)

@@ -8,13 +8,18 @@ its validity interval (no embargo still running, not withdrawn) and it is not de
 documents are named by id; every other one is only counted, per tenant. The full lists stay with
 the operator: `mabillon diff`, `mabillon documents`, the manifests and release records on disk.
 Quarantined inputs have no trusted access metadata (that is often why they were refused), so
-artifacts count them and never name them.
+artifacts count them and never name them: the refusals table counts inputs per reason, each
+reason with the input's name, its path and anything quoted in it (a member or file name an error
+message repeats) taken out.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import PurePosixPath
+from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
@@ -79,3 +84,40 @@ def quarantine_markdown(quarantined: list) -> list[str]:
     return ["", f"## Quarantined inputs ({len(quarantined)})", "",
             f"{len(quarantined)} input(s) were refused; the generation's manifest names each with "
             "its reason (`mabillon ingest` printed them)."]
+
+
+REASON_CHARS = 160
+REFUSAL_ROWS = 30  # reasons listed; the count of the rest follows in one row
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|«[^»]*»|`[^`]*`")
+_PATHLIKE = re.compile(r"(?:[a-z][a-z0-9+.-]*://|~?/)\S*", re.I)
+
+
+def refusal_reason(uri: str, reason: str) -> str:
+    """`reason` with nothing of the input's name: its URI, path, file name and stem, anything
+    quoted, any path or URI. What stays says why (\"encrypted PDF\", \"not UTF-8\")."""
+    path = unquote(urlsplit(uri).path) if "://" in uri else uri
+    name = PurePosixPath(path).name
+    names = {uri, path, name, PurePosixPath(name).stem}
+    text = reason
+    for n in sorted((n for n in names if len(n) >= 3), key=len, reverse=True):
+        text = text.replace(n, "…")
+    text = _PATHLIKE.sub("…", _QUOTED.sub("…", text))
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
+
+
+def refusal_rows(quarantined: list) -> list[dict]:
+    """How many inputs were refused for each reason, most frequent first (named by no input)."""
+    counts = Counter(refusal_reason(q.uri, q.reason) for q in quarantined)
+    ranked = counts.most_common()
+    rows = [{"reason": reason, "inputs refused": n} for reason, n in ranked[:REFUSAL_ROWS]]
+    if len(ranked) > REFUSAL_ROWS:
+        rows.append({"reason": f"{len(ranked) - REFUSAL_ROWS} other reason(s)",
+                     "inputs refused": sum(n for _, n in ranked[REFUSAL_ROWS:])})
+    return rows
+
+
+def refused_words(n: int) -> str:
+    """What a run's state says when it refused inputs."""
+    inputs = f"{n} input{'s' if n != 1 else ''}"
+    return f"{n} refused: {inputs} quarantined, nothing else lost (table 'refused-inputs')"

@@ -42,6 +42,7 @@ class RevisionInfo:
     size: int
     media_type: str
     acquired_at: str
+    metadata_json: str = "{}"  # as delivered (sidecar, record, package): identifiers, newspaper
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ class Catalog:
                 revision_id=r["revision_id"], source_id=r["source_id"], doc_id=r["doc_id"],
                 uri=r["uri"], corpus=r["corpus"], date=r["date"], title=r["title"],
                 tenant=r["tenant"], groups=tuple(r["groups"] or ()), digest=r["digest"],
-                size=r["size"], media_type=r["media_type"], acquired_at=str(r["acquired_at"]))
+                size=r["size"], media_type=r["media_type"], acquired_at=str(r["acquired_at"]),
+                metadata_json=r.get("metadata_json") or "{}")
         pages_table = read_lineage_table(layout, generation, "pages")
         pages: dict[str, list[PageInfo]] = {}
         for p in sorted(pages_table.to_pylist(), key=lambda p: (p["revision_id"], p["page_no"])):

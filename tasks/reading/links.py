@@ -57,6 +57,15 @@ class Links:
     def document(self, doc_id: str) -> str:
         return self._timed(f"{self.base}/documents/{quote(doc_id, safe='/')}")
 
+    def export_query(self, fmt: str, query_id: str, rank: int | None = None) -> str:
+        """The answer's references as a file (ris, bibtex, csl-json, csv), or only the one of its
+        document at `rank`: flows/reading_room.py."""
+        url = self._timed(f"{self.base}/export/{fmt}/queries/{quote(query_id, safe='')}")
+        return url if rank is None else f"{url}{'&' if '?' in url else '?'}rank={rank}"
+
+    def export_document(self, fmt: str, doc_id: str) -> str:
+        return self._timed(f"{self.base}/export/{fmt}/documents/{quote(doc_id, safe='/')}")
+
     def evidence(self, query_id: str, rank: int | None = None) -> str:
         return self._timed(f"{self.base}/queries/{query_id}") + (f"#doc-{rank}" if rank is not None else "")
 

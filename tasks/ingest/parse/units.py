@@ -194,7 +194,7 @@ def parse(work: RunPlan, layout: StoreLayout, settings: ParseSettings, fan_out: 
     pieces = [p for rev in todo for p in pieces_of(rev, page_counts.get(rev.revision_id, 1))]
     units = pack(pieces, fan_out.pages_per_task, fan_out.workers)
     results = run_units(units, layout, settings, fan_out.crash_point,
-                        StageProgress("parse", len(pieces), "piece"))
+                        StageProgress("parse", len(pieces), "page"))
     ocr_pages = 0
     for rev in todo:
         mine = [r for r in results if r.piece.revision.revision_id == rev.revision_id]
