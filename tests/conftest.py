@@ -128,8 +128,16 @@ XDIST_GROUPS = {"served": {"prefect_server", "served_home", "serving", "ask_run"
                 "shared-corpus": {"shared_corpus_home"}}
 
 
-def pytest_collection_modifyitems(items) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    grouping = WORKER and getattr(config.option, "loadgroup", False)
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         group = next((g for g, fixtures in XDIST_GROUPS.items() if fixtures & used), item.module.__name__)
         item.add_marker(pytest.mark.xdist_group(group))
+        if grouping and hasattr(item, "_id"):
+            # xdist 3.8 groups by a nodeid suffix that it writes to `_nodeid`; pytest 9.2 reads a
+            # node's id from `_id`, so without this every test would go to any worker
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(f"{item.nodeid}@{group}")

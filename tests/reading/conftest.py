@@ -48,9 +48,17 @@ def settings_of(home: Path, **reading_room) -> MabillonSettings:
 
 @pytest.fixture(scope="session")
 def sample_home(tmp_path_factory) -> Path:
+    """Built once per run (tests.homes.built_once); each worker reads its own copy, since the
+    room writes its query records into the home."""
+    from tests.homes import built_once
+
+    template = built_once(tmp_path_factory, "reading-sample-home", _build_sample_home) / "home"
+    return copy_home(template, tmp_path_factory.mktemp("reading") / "home")
+
+
+def _build_sample_home(root: Path) -> None:
     from flows.release import ReleaseOptions, release
 
-    root = tmp_path_factory.mktemp("reading")
     sample = root / "sample"
     make_sample(sample)
     # the newspaper page image beside its ALTO (same stem), as a digitisation delivers them
@@ -64,7 +72,6 @@ def sample_home(tmp_path_factory) -> Path:
     records = write_records(root / "tenant-b.jsonl", TENANT_B_RECORDS)
     release(paths=[str(records)], options=ReleaseOptions(tenant="tenant-b", groups=["public"]),
             settings=settings)
-    return home
 
 
 def copy_home(home: Path, target: Path) -> Path:
