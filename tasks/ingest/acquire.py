@@ -23,6 +23,7 @@ from schemas.lineage import RECORD_MEDIA_TYPE, Revision, SourceInput
 from schemas.settings import StorageSettings
 from schemas.validity import InvalidInstant, parse_interval
 from tasks.ingest.identifiers import doc_id_problem
+from tasks.ingest.package.inputs import Access, package_inputs
 from tasks.ingest.sidecar import SidecarEntry, read_sidecars
 from tasks.store.blobs import put_blob
 from tasks.store.layout import StoreLayout
@@ -230,6 +231,13 @@ def iter_folder(folder: Location, defaults: AccessDefaults, quarantined: list[Qu
         if rel not in by_rel:
             quarantined.append(Quarantined(uri=source_uri(folder / rel), reason=reason))
     seen: dict[str, str] = {}
+    # Issue packages (METS + ALTO) are read whole: their articles are the inputs, not their files
+    articles, taken = package_inputs(by_rel, source_uri, Access(defaults.tenant, defaults.groups),
+                                     sidecars.describe, quarantined)
+    for source, data in articles:
+        seen[source.doc_id] = source.uri
+        yield PendingInput(source=source, data=data)
+    by_rel = {rel: file for rel, file in by_rel.items() if rel not in taken}
     for rel, file in by_rel.items():
         entry, refusal = sidecars.describe(rel)
         if refusal is not None:

@@ -1,0 +1,84 @@
+"""A folder's issue packages as inputs: one per article (and per page of text outside articles).
+
+Called by acquisition on each walked folder (local or s3://): the packages found there take their
+files out of the ordinary walk; a damaged package is refused whole, with the reason, and the rest
+of the batch goes on. A sidecar row naming a package's METS describes every document of it
+(corpus, tenant, groups, validity, metadata; `title` names the newspaper, `doc_id` replaces the
+`<title>/<date>/<issue>` prefix).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from schemas.generation import Quarantined
+from schemas.lineage import SourceInput
+from schemas.package import ARTICLE_MEDIA_TYPE, ArticleRecord
+from tasks.ingest.package.issue import FoundPackage, Overrides, PackageRefused, find_packages, read_package
+from tasks.ingest.sidecar import SidecarEntry
+from tasks.store.location import Location
+
+HEAD_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Access:
+    tenant: str
+    groups: tuple[str, ...]
+
+
+def record_bytes(record: ArticleRecord) -> bytes:
+    """Canonical JSON: the same package gives the same bytes, whatever folder it was read from."""
+    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True,
+                      separators=(",", ":")).encode()
+
+
+def _head(location: Location) -> bytes:
+    with location.open_binary() as fh:
+        return fh.read(HEAD_BYTES)
+
+
+def package_inputs(by_rel: dict[str, Location], uri_of: Callable[[Location], str], access: Access,
+                   describe: Callable[[str], tuple[SidecarEntry | None, str | None]],
+                   quarantined: list[Quarantined]) -> tuple[list[tuple[SourceInput, bytes]], set[str]]:
+    """The inputs of the packages among `by_rel` (relative path → file) and the paths they took."""
+    rels = list(by_rel)
+    packages, unreadable = find_packages(rels, lambda r: _head(by_rel[r]), lambda r: by_rel[r].read_bytes())
+    taken: set[str] = set()
+    for rel, reason in unreadable.items():
+        quarantined.append(Quarantined(uri=uri_of(by_rel[rel]), reason=reason))
+        taken.add(rel)
+    out: list[tuple[SourceInput, bytes]] = []
+    for pkg in packages:
+        taken |= pkg.files
+        out.extend(_one_package(pkg, by_rel, rels, uri_of, access, describe, quarantined))
+    return out, taken
+
+
+def _one_package(pkg: FoundPackage, by_rel: dict[str, Location], rels: list[str], uri_of, access: Access,
+                 describe, quarantined: list[Quarantined]) -> Iterator[tuple[SourceInput, bytes]]:
+    mets = by_rel[pkg.root.path]
+    uri = uri_of(mets)
+    entry, refusal = describe(pkg.root.path)
+    if refusal is not None:
+        quarantined.append(Quarantined(uri=uri, reason=refusal))
+        return
+    entry = entry or SidecarEntry(file=pkg.root.path)
+    overrides = Overrides(corpus=entry.corpus, newspaper=entry.title, date=entry.date,
+                          doc_id_prefix=entry.doc_id, metadata=dict(entry.metadata))
+    try:
+        records = read_package(pkg, rels, lambda r: by_rel[r].read_bytes(), overrides)
+    except PackageRefused as exc:
+        quarantined.append(Quarantined(uri=uri, reason=f"issue package refused: {exc}"))
+        return
+    arrived = mets.arrived_at()
+    groups = sorted(set(entry.groups or access.groups))
+    for record in records:
+        anchor = record.metadata.get("article_id") or f"page{record.pages[0].page.page_no}"
+        source = SourceInput(
+            source_id=record.doc_id, uri=f"{uri}#{anchor}", doc_id=record.doc_id, corpus=record.corpus,
+            date=record.date, title=record.title, tenant=entry.tenant or access.tenant, groups=groups,
+            metadata=record.metadata, declared_media_type=ARTICLE_MEDIA_TYPE,
+            valid_from=entry.valid_from, valid_to=entry.valid_to, arrived_at=arrived)
+        yield source, record_bytes(record)
