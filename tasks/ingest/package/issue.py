@@ -26,6 +26,7 @@ GALLICA_NAAN = "12148"  # BnF's ARKs: its IIIF Image API serves every page of a 
 GALLICA_IIIF = "https://gallica.bnf.fr/iiif/"
 IMAGE_EXTENSIONS = (".jp2", ".j2k", ".tif", ".tiff", ".jpg", ".jpeg", ".png", ".gif", ".pdf")
 TITLE_WORDS = 12
+BAG_TAG_FILES = {"bagit.txt", "bag-info.txt"}  # a BagIt bag's own declarations travel with its package
 
 
 class PackageRefused(ValueError):
@@ -107,7 +108,8 @@ def find_packages(rels: list[str], head: Callable[[str], bytes], read: Reader) -
         root_dir = posixpath.dirname(pkg.root.path)
         for rel in rels:  # checksum manifests at or above the package's folder, and renamed twins
             folder = posixpath.dirname(rel)
-            if manifest_algorithm(rel) and (root_dir + "/").startswith((folder + "/") if folder else ""):
+            above = (root_dir + "/").startswith((folder + "/") if folder else "")
+            if above and (manifest_algorithm(rel) or posixpath.basename(rel).lower() in BAG_TAG_FILES):
                 files.add(rel)
         pkg.files = files
     return packages, refused
@@ -115,6 +117,7 @@ def find_packages(rels: list[str], head: Callable[[str], bytes], read: Reader) -
 
 def _expected(pkg: FoundPackage, alto_pages: dict[str, int], rels: list[str], read: Reader) -> list[Expected]:
     out: list[Expected] = []
+    root_dir = posixpath.dirname(pkg.root.path)
     for doc in [pkg.root, *pkg.others]:
         for f in doc.files.values():
             alg = algorithm(f.checksum_type)
@@ -125,6 +128,8 @@ def _expected(pkg: FoundPackage, alto_pages: dict[str, int], rels: list[str], re
             out.append(Expected(path=f.path, algorithm=alg, digest=f.checksum, what=what, source=doc.path))
     for rel in sorted(r for r in pkg.files if manifest_algorithm(r)):
         for exp in read_manifest(read(rel).decode("utf-8", "replace"), rel, manifest_algorithm(rel) or "sha256"):
+            if root_dir and not exp.path.startswith(root_dir + "/"):
+                continue  # a manifest above several packages: each checks its own files
             page = alto_pages.get(exp.path) or alto_pages.get(exp.path.removesuffix(".gz"))
             out.append(Expected(path=exp.path, algorithm=exp.algorithm, digest=exp.digest,
                                 what=f"ALTO p.{page}" if page else exp.what, source=rel))
