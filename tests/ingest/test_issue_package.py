@@ -129,6 +129,20 @@ def test_a_tampered_alto_refuses_its_whole_package_and_the_batch_goes_on(tmp_pat
     assert "note" in found and f"{news.PREFIX}/a001" in found and bag.exists()
 
 
+@needs_samples
+def test_a_gallica_package_ingested_alone_is_named_by_its_iiif_manifest_or_its_folder(tmp_path: Path):
+    package = shutil.copytree(NEWSPAPERS / "gallica" / "Oeuvre" / "4616238", tmp_path / "Oeuvre" / "4616238")
+    found, _ = inputs(package)
+    assert {s.corpus for s, _ in found.values()} == {"oeuvre"}  # the folder it was filed under
+    (package / "4616238.json").write_text(json.dumps({  # as a harvester fetches it beside the METS
+        "@context": "http://iiif.io/api/presentation/2/context.json", "label": "L'Oeuvre",
+        "metadata": [{"label": "Title", "value": "L'Oeuvre (Paris. 1904)"}]}))
+    found, quarantined = inputs(package)
+    assert quarantined == [] and "4616238" not in found  # the manifest is the package's, not a text
+    lettres, _ = found["l_oeuvre/1915-12-01/78/a001"]
+    assert (lettres.corpus, lettres.metadata["newspaper"]) == ("l_oeuvre", "L'Oeuvre")
+
+
 def test_a_bagit_manifest_is_checked_too(tmp_path: Path):
     bag = news.make_package(tmp_path / "bag", mets_checksums=False)
     page2 = bag / "data" / "alto" / "00002.xml.gz"

@@ -9,6 +9,8 @@ of the batch goes on. A sidecar row naming a package's METS describes every docu
 from __future__ import annotations
 
 import json
+from pathlib import PurePosixPath
+from urllib.parse import unquote, urlparse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -67,8 +69,10 @@ def _one_package(pkg: FoundPackage, by_rel: dict[str, Location], rels: list[str]
     entry = entry or SidecarEntry(file=pkg.root.path)
     overrides = Overrides(corpus=entry.corpus, newspaper=entry.title, date=entry.date,
                           doc_id_prefix=entry.doc_id, metadata=dict(entry.metadata))
+    # the folders above the walked one: where a package filed as <title>/<issue>/ is ingested alone
+    walked = PurePosixPath(unquote(urlparse(uri).path)).parents[len(PurePosixPath(pkg.root.path).parts) - 1]
     try:
-        records = read_package(pkg, rels, lambda r: by_rel[r].read_bytes(), overrides)
+        records = read_package(pkg, rels, lambda r: by_rel[r].read_bytes(), overrides, walked.parts[1:])
     except PackageRefused as exc:
         quarantined.append(Quarantined(uri=uri, reason=f"issue package refused: {exc}"))
         return

@@ -10,6 +10,7 @@ adverts, kept apart), or one per page when the METS has no logical structure.
 from __future__ import annotations
 
 import hashlib
+import json
 import posixpath
 import re
 import unicodedata
@@ -26,6 +27,7 @@ GALLICA_NAAN = "12148"  # BnF's ARKs: its IIIF Image API serves every page of a 
 GALLICA_IIIF = "https://gallica.bnf.fr/iiif/"
 IMAGE_EXTENSIONS = (".jp2", ".j2k", ".tif", ".tiff", ".jpg", ".jpeg", ".png", ".gif", ".pdf")
 TITLE_WORDS = 12
+IIIF_CONTEXT = b"iiif.io/api/presentation"
 BAG_TAG_FILES = {"bagit.txt", "bag-info.txt"}  # a BagIt bag's own declarations travel with its package
 
 
@@ -38,6 +40,7 @@ class FoundPackage:
     root: MetsDoc
     others: list[MetsDoc] = field(default_factory=list)  # METS that add logical structure
     files: set[str] = field(default_factory=set)  # delivered files that belong to the package
+    iiif_title: str | None = None  # the title a IIIF manifest delivered with it gives (Gallica's)
 
     @property
     def mets_paths(self) -> list[str]:
@@ -111,8 +114,32 @@ def find_packages(rels: list[str], head: Callable[[str], bytes], read: Reader) -
             above = (root_dir + "/").startswith((folder + "/") if folder else "")
             if above and (manifest_algorithm(rel) or posixpath.basename(rel).lower() in BAG_TAG_FILES):
                 files.add(rel)
+        for rel in rels:  # a IIIF manifest fetched with the package (harvesting): its metadata, not a text
+            if posixpath.dirname(rel) == root_dir and rel.lower().endswith(".json"):
+                try:
+                    title = iiif_title(read(rel)) if IIIF_CONTEXT in head(rel) else None
+                except OSError:
+                    continue
+                files.add(rel)
+                pkg.iiif_title = pkg.iiif_title or title
         pkg.files = files
     return packages, refused
+
+
+def iiif_title(data: bytes) -> str | None:
+    """The title a IIIF Presentation manifest gives: its "Title" metadata (Gallica's holds the
+    newspaper's name, e.g. "L'Oeuvre (Paris. 1904)", its place and year dropped), else None."""
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        return None
+    entries = manifest.get("metadata") if isinstance(manifest, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        label, value = (entry.get("label"), entry.get("value")) if isinstance(entry, dict) else (None, None)
+        label = label if isinstance(label, str) else json.dumps(label, ensure_ascii=False)
+        if isinstance(value, str) and re.search(r"\b(title|titre)\b", label or "", re.IGNORECASE):
+            return re.sub(r"\s*\([^)]*\)\s*$", "", value).strip() or None
+    return None
 
 
 def _expected(pkg: FoundPackage, alto_pages: dict[str, int], rels: list[str], read: Reader) -> list[Expected]:
@@ -171,15 +198,17 @@ def _image_service(ark: str | None, alto: AltoPage, page_no: int) -> str | None:
     return None
 
 
-def _newspaper(pkg: FoundPackage, overrides: Overrides) -> tuple[str, str]:
+def _newspaper(pkg: FoundPackage, overrides: Overrides, above: tuple[str, ...]) -> tuple[str, str]:
     """The newspaper's title and where it came from."""
     if overrides.newspaper:
         return overrides.newspaper, "sidecar"
     for doc in [pkg.root, *pkg.others]:
         if title := doc.issue.get("title"):
             return str(title), "METS"
+    if pkg.iiif_title:
+        return pkg.iiif_title, "IIIF manifest"
     # Gallica's packages name the title only by ARK: the folder the deliverer filed it under
-    parts = [p for p in posixpath.dirname(pkg.root.path).split("/") if p]
+    parts = [*above, *(p for p in posixpath.dirname(pkg.root.path).split("/") if p)]
     for part in reversed(parts):
         if not re.fullmatch(r"[\d_.-]+", part):
             return part, "folder"
@@ -213,8 +242,11 @@ def _usable_title(title: str | None) -> str | None:
     return title if title and re.search(r"\w", title) else None
 
 
-def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Overrides = Overrides()) -> list[ArticleRecord]:
-    """The package's documents; raises PackageRefused (fixity, an unreadable page) for the whole package."""
+def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Overrides = Overrides(),
+                 above: tuple[str, ...] = ()) -> list[ArticleRecord]:
+    """The package's documents; raises PackageRefused (fixity, an unreadable page) for the whole package.
+
+    `above`: names of the folders holding the walked one (the last resort for a newspaper's name)."""
     delivered = set(rels)
     alto_paths = _alto_paths(pkg)
     try:
@@ -253,7 +285,7 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
             break
     if not pages:
         raise PackageRefused("issue package without any delivered ALTO page")
-    newspaper, newspaper_source = _newspaper(pkg, overrides)
+    newspaper, newspaper_source = _newspaper(pkg, overrides, above)
     date = overrides.date or _issue_field(pkg, "date")
     number = _issue_field(pkg, "number") or _issue_field(pkg, "edition") or "1"
     corpus = overrides.corpus or slug(newspaper)
