@@ -9,7 +9,7 @@ same delivery again gives the same bytes (the same revision).
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -20,7 +20,9 @@ RECORD_VERSION = 1
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels of the page image
 
 
-class AltoWord(BaseModel):
+class AltoWord(NamedTuple):
+    """A String: stored as [content, box, confidence] (a page has thousands; a tuple is cheap)."""
+
     content: str
     bbox: Box | None = None
     wc: float | None = None  # ALTO word confidence, 0–1

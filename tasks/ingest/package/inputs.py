@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from schemas.generation import Quarantined
 from schemas.lineage import SourceInput
 from schemas.package import ARTICLE_MEDIA_TYPE, ArticleRecord
-from tasks.ingest.package.issue import FoundPackage, Overrides, PackageRefused, find_packages, read_package
+from tasks.ingest.package.issue import IMAGE_EXTENSIONS, FoundPackage, Overrides, PackageRefused, find_packages, read_package
 from tasks.ingest.sidecar import SidecarEntry
 from tasks.store.location import Location
 
@@ -71,8 +71,16 @@ def _one_package(pkg: FoundPackage, by_rel: dict[str, Location], rels: list[str]
                           doc_id_prefix=entry.doc_id, metadata=dict(entry.metadata))
     # the folders above the walked one: where a package filed as <title>/<issue>/ is ingested alone
     walked = PurePosixPath(unquote(urlparse(uri).path)).parents[len(PurePosixPath(pkg.root.path).parts) - 1]
+    texts: dict[str, bytes] = {}
+
+    def read(rel: str) -> bytes:  # METS and ALTO are read for fixity, then parsed: fetched once
+        if rel.lower().endswith(IMAGE_EXTENSIONS):
+            return by_rel[rel].read_bytes()
+        if rel not in texts:
+            texts[rel] = by_rel[rel].read_bytes()
+        return texts[rel]
     try:
-        records = read_package(pkg, rels, lambda r: by_rel[r].read_bytes(), overrides, walked.parts[1:])
+        records = read_package(pkg, rels, read, overrides, walked.parts[1:])
     except PackageRefused as exc:
         quarantined.append(Quarantined(uri=uri, reason=f"issue package refused: {exc}"))
         return
