@@ -143,6 +143,15 @@ def test_a_gallica_package_ingested_alone_is_named_by_its_iiif_manifest_or_its_f
     assert (lettres.corpus, lettres.metadata["newspaper"]) == ("l_oeuvre", "L'Oeuvre")
 
 
+def test_a_package_named_by_its_mets_or_a_list_of_its_files_is_one_package(bag: Path):
+    mets, pages = bag / "data" / "mets.xml", sorted((bag / "data" / "alto").iterdir())
+    whole, _ = inputs(bag)
+    alone, quarantined = inputs(mets)
+    assert quarantined == [] and digests(alone) == digests(whole)
+    listed, quarantined = inputs(*pages, mets)  # the pages named before their METS: still one package
+    assert quarantined == [] and digests(listed) == digests(whole)
+
+
 def test_a_bagit_manifest_is_checked_too(tmp_path: Path):
     bag = news.make_package(tmp_path / "bag", mets_checksums=False)
     page2 = bag / "data" / "alto" / "00002.xml.gz"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from schemas.generation import Quarantined
 from schemas.lineage import SourceInput
 from schemas.package import ARTICLE_MEDIA_TYPE, ArticleRecord
+from tasks.ingest.package.mets import looks_like_mets
 from tasks.ingest.package.issue import IMAGE_EXTENSIONS, FoundPackage, Overrides, PackageRefused, find_packages, read_package
 from tasks.ingest.sidecar import SidecarEntry
 from tasks.store.location import Location
@@ -31,9 +32,15 @@ class Access:
 
 
 def record_bytes(record: ArticleRecord) -> bytes:
-    """Canonical JSON: the same package gives the same bytes, whatever folder it was read from."""
-    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True,
-                      separators=(",", ":")).encode()
+    """Canonical JSON: the same package gives the same bytes, whatever folder it was read from
+    and however it was named. What the fixity check found depends on the delivery (a bag's
+    manifest, the files named), not on the article: it goes with the source's metadata, not its bytes."""
+    data = record.model_dump(mode="json")
+    meta = data["metadata"]
+    if "package" in meta:
+        meta["package"] = {k: v for k, v in meta["package"].items() if k != "fixity"}
+    meta["source_files"] = [{k: v for k, v in f.items() if k != "fixity"} for f in meta.get("source_files", [])]
+    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _head(location: Location) -> bytes:
@@ -56,6 +63,34 @@ def package_inputs(by_rel: dict[str, Location], uri_of: Callable[[Location], str
         taken |= pkg.files
         out.extend(_one_package(pkg, by_rel, rels, uri_of, access, describe, quarantined))
     return out, taken
+
+
+def is_mets_file(location: Location) -> bool:
+    try:
+        return looks_like_mets(_head(location))
+    except OSError:
+        return False
+
+
+def lone_mets_inputs(mets: Location, uri_of: Callable[[Location], str], access: Access,
+                     quarantined: list[Quarantined]) -> tuple[list[tuple[SourceInput, bytes]], set[str]]:
+    """A METS named on its own (or among a list of its files): the package it roots, read from its
+    folder (the files it lists, nothing else there); and the URIs of the files it took."""
+    folder = mets._at(mets.path.rstrip("/").rsplit("/", 1)[0])
+    try:
+        by_rel = {f.relative_to(folder): f for f in folder.files()}
+    except OSError as exc:
+        quarantined.append(Quarantined(uri=uri_of(mets), reason=f"unreadable: {exc}"))
+        return [], set()
+    rels = list(by_rel)
+    packages, unreadable = find_packages(rels, lambda r: _head(by_rel[r]), lambda r: by_rel[r].read_bytes())
+    pkg = next((p for p in packages if p.root.path == mets.name), None)
+    if pkg is None:
+        reason = unreadable.get(mets.name) or "a METS without pages of ALTO is not an issue package"
+        quarantined.append(Quarantined(uri=uri_of(mets), reason=reason))
+        return [], {uri_of(mets)}
+    found = list(_one_package(pkg, by_rel, rels, uri_of, access, lambda rel: (None, None), quarantined))
+    return found, {uri_of(by_rel[r]) for r in pkg.files}
 
 
 def _one_package(pkg: FoundPackage, by_rel: dict[str, Location], rels: list[str], uri_of, access: Access,
