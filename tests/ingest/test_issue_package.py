@@ -162,6 +162,20 @@ def test_a_bagit_manifest_is_checked_too(tmp_path: Path):
         "issue package refused: fixity: ALTO p.2 sha256 mismatch (data/alto/00002.xml.gz, recorded in manifest-sha256.txt)"]
 
 
+def test_a_named_sha256_manifest_is_checked_and_a_malformed_page_refuses_its_package(tmp_path: Path):
+    bag = news.make_package(tmp_path / "bag", mets_checksums=False)
+    (bag / "manifest-sha256.txt").rename(bag / "orne_manifest.txt")  # a producer's own manifest name
+    page2 = bag / "data" / "alto" / "00002.xml.gz"
+    broken = gzip.compress(gzip.decompress(page2.read_bytes())[:-40])  # truncated mid-element
+    page2.write_bytes(broken)
+    found, quarantined = inputs(bag)
+    assert found == {} and quarantined[0].reason.startswith("issue package refused: fixity: ALTO p.2 sha256 mismatch")
+    (bag / "orne_manifest.txt").unlink()  # nothing records a checksum: the page is read, and refused
+    found, quarantined = inputs(bag)
+    assert found == {} and quarantined[0].reason.startswith(
+        "issue package refused: ALTO p.2 (data/alto/00002.xml.gz): malformed ALTO XML")
+
+
 def test_another_librarys_shape_alto_v4_mm10_gzipped_bagit_without_images(bag: Path):
     found, quarantined = inputs(bag)
     assert quarantined == []
