@@ -152,6 +152,15 @@ def test_a_package_named_by_its_mets_or_a_list_of_its_files_is_one_package(bag: 
     assert quarantined == [] and digests(listed) == digests(whole)
 
 
+def test_a_page_delivered_under_another_name_is_found_by_its_checksum(bag: Path):
+    expected = digests(inputs(bag)[0])
+    (bag / "data" / "alto" / "00002.xml.gz").rename(bag / "data" / "alto" / "page-2.xml.gz")
+    found, quarantined = inputs(bag)
+    assert quarantined == [] and digests(found) == expected  # read as page 2, not as a file of its own
+    fixity = found[f"{news.PREFIX}/a001"][0].metadata["package"]["fixity"]
+    assert fixity["renamed"] == {"alto/00002.xml.gz": "alto/page-2.xml.gz"}
+
+
 def test_a_bagit_manifest_is_checked_too(tmp_path: Path):
     bag = news.make_package(tmp_path / "bag", mets_checksums=False)
     page2 = bag / "data" / "alto" / "00002.xml.gz"

@@ -60,8 +60,8 @@ def package_inputs(by_rel: dict[str, Location], uri_of: Callable[[Location], str
         taken.add(rel)
     out: list[tuple[SourceInput, bytes]] = []
     for pkg in packages:
-        taken |= pkg.files
         out.extend(_one_package(pkg, by_rel, rels, uri_of, access, describe, quarantined))
+        taken |= pkg.files  # after reading: files found under another name by their checksum too
     return out, taken
 
 

@@ -117,7 +117,9 @@ def find_packages(rels: list[str], head: Callable[[str], bytes], read: Reader) -
         for rel in rels:  # a IIIF manifest fetched with the package (harvesting): its metadata, not a text
             if posixpath.dirname(rel) == root_dir and rel.lower().endswith(".json"):
                 try:
-                    title = iiif_title(read(rel)) if IIIF_CONTEXT in head(rel) else None
+                    if IIIF_CONTEXT not in head(rel):
+                        continue
+                    title = iiif_title(read(rel))
                 except OSError:
                     continue
                 files.add(rel)
@@ -255,12 +257,16 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
         raise PackageRefused(str(exc)) from None
     except OSError as exc:
         raise PackageRefused(f"unreadable: {exc}") from None
+    pkg.files.update(report.renamed.values())  # delivered under another name: still the package's
     ark = _issue_field(pkg, "ark")
     labels = _labels(pkg)
     here = posixpath.dirname(pkg.root.path)
 
     def inside(path: str) -> str:  # what the record names: independent of the folder ingested
         return posixpath.relpath(path, here) if here else path
+
+    def delivered_as(path: str) -> str:  # the name a listed file arrived under
+        return report.renamed.get(path) or (path if path in delivered else path + ".gz")
     pages: dict[int, _Page] = {}
     page_of_path: dict[str, int] = {}
     for number, phys in enumerate(pkg.root.pages, start=1):
@@ -278,7 +284,8 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
             except OSError as exc:
                 raise PackageRefused(f"ALTO p.{number} ({actual}): unreadable: {exc}") from None
             pages[number] = _Page(IssuePage(
-                page_no=number, label=labels.get(number), file=inside(actual), sha256=hashlib.sha256(data).hexdigest(),
+                # `file` as the METS names it: a renamed delivery is recorded under fixity
+                page_no=number, label=labels.get(number), file=inside(path), sha256=hashlib.sha256(data).hexdigest(),
                 width=alto.width, height=alto.height, unit=alto.unit, scale=round(alto.scale, 6), pc=alto.pc,
                 ocr_brut=alto.ocr_brut, image_service=_image_service(ark, alto, number)), alto)
             page_of_path[path] = number
@@ -316,7 +323,7 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
                            "wc": _confidence(p.blocks), "pc": p.page.pc, "ocr_brut": p.page.ocr_brut}.items()
                            if v is not None} for p in parts}}
         meta["source_files"] = [{"path": p.page.file, "sha256": p.page.sha256,
-                                 "fixity": sorted(set(report.verified.get(posixpath.join(here, p.page.file), [])))}
+                                 "fixity": sorted(set(report.verified.get(delivered_as(posixpath.join(here, p.page.file)), [])))}
                                 for p in parts]
         return ArticleRecord(kind=kind, doc_id=doc_id, corpus=corpus, date=date, title=title, metadata=meta, pages=parts)
 
