@@ -108,7 +108,8 @@ def verify(expected: Iterable[Expected], delivered: set[str], read: Callable[[st
                 if digest_of(twin, exp.algorithm) != exp.digest:
                     inflated = hashlib.new(exp.algorithm, gzip.decompress(read(twin))).hexdigest()
                     if inflated != exp.digest:
-                        raise FixityError(f"fixity: {exp.what} {exp.algorithm} mismatch ({twin}, recorded in {exp.source})")
+                        raise FixityError(f"fixity: {exp.what} {exp.algorithm} mismatch "
+                                          f"({twin}, recorded in {exp.source})")
             if twin is None:
                 if path not in report.not_delivered:
                     report.not_delivered.append(path)

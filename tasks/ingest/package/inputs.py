@@ -18,7 +18,8 @@ from schemas.generation import Quarantined
 from schemas.lineage import SourceInput
 from schemas.package import ARTICLE_MEDIA_TYPE, ArticleRecord
 from tasks.ingest.package.mets import looks_like_mets
-from tasks.ingest.package.issue import IMAGE_EXTENSIONS, FoundPackage, Overrides, PackageRefused, find_packages, read_package
+from tasks.ingest.package.issue import (IMAGE_EXTENSIONS, FoundPackage, Overrides, PackageRefused, find_packages,
+                                        read_package)
 from tasks.ingest.sidecar import SidecarEntry
 from tasks.store.location import Location
 

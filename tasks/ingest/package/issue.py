@@ -72,7 +72,8 @@ def _is_text_file(f: MetsFile) -> bool:
     return not (f.mimetype or "").lower().startswith("image/") and not (f.path or "").lower().endswith(IMAGE_EXTENSIONS)
 
 
-def find_packages(rels: list[str], head: Callable[[str], bytes], read: Reader) -> tuple[list[FoundPackage], dict[str, str]]:
+def find_packages(rels: list[str], head: Callable[[str], bytes],
+                  read: Reader) -> tuple[list[FoundPackage], dict[str, str]]:
     """Packages among a folder's files (POSIX paths relative to it), and METS that could not be read
     (path → reason). `head(path)` gives a file's first bytes, `read(path)` all of them."""
     docs: list[MetsDoc] = []
@@ -153,7 +154,8 @@ def _expected(pkg: FoundPackage, alto_pages: dict[str, int], rels: list[str], re
             if not (f.path and f.checksum and alg):
                 continue
             page = alto_pages.get(f.path)
-            what = f"ALTO p.{page}" if page else ("METS" if f.path in pkg.mets_paths else f.use.split("/")[-1] or "file")
+            kind = "METS" if f.path in pkg.mets_paths else f.use.split("/")[-1] or "file"
+            what = f"ALTO p.{page}" if page else kind
             out.append(Expected(path=f.path, algorithm=alg, digest=f.checksum, what=what, source=doc.path))
     for rel in sorted(r for r in pkg.files if manifest_algorithm(r)):
         for exp in read_manifest(read(rel).decode("utf-8", "replace"), rel, manifest_algorithm(rel) or "sha256"):
@@ -267,14 +269,15 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
 
     def delivered_as(path: str) -> str:  # the name a listed file arrived under
         return report.renamed.get(path) or (path if path in delivered else path + ".gz")
+
     pages: dict[int, _Page] = {}
     page_of_path: dict[str, int] = {}
     for number, phys in enumerate(pkg.root.pages, start=1):
         for path, n in alto_paths.items():
             if n != number:
                 continue
-            actual = report.renamed.get(path) or (path if path in delivered else path + ".gz" if path + ".gz" in delivered else None)
-            if actual is None:
+            actual = delivered_as(path)
+            if actual not in delivered:
                 continue
             try:
                 data = read(actual)
@@ -302,7 +305,8 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
         "issue": {k: v for k, v in {"number": _issue_field(pkg, "number"), "edition": _issue_field(pkg, "edition"),
                                     "label": _issue_field(pkg, "dc_title") or pkg.root.label}.items() if v},
         "ark": ark, "title_ark": _issue_field(pkg, "title_ark"), "set_ark": _issue_field(pkg, "set_ark"),
-        "identifiers": {k: v for d in [pkg.root, *pkg.others] for k, v in d.issue["identifiers"].items()},  # type: ignore[union-attr]
+        "identifiers": {k: v for d in [pkg.root, *pkg.others]
+                        for k, v in d.issue["identifiers"].items()},  # type: ignore[union-attr]
         "rights": _issue_field(pkg, "rights"),
         "package": {"mets": [inside(p) for p in pkg.mets_paths], "profile": pkg.root.profile or "METS",
                     "fixity": _relative(report.summary(), inside)},
@@ -314,8 +318,9 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
     def record(kind: str, doc_id: str, title: str, parts: list[ArticlePage], extra: dict) -> ArticleRecord:
         meta = dict(issue_meta, kind=kind, **extra)
         meta["pages"] = [p.page.page_no for p in parts]
-        if labels := {str(p.page.page_no): p.page.label for p in parts if p.page.label and p.page.label != str(p.page.page_no)}:
-            meta["page_labels"] = labels
+        if printed := {str(p.page.page_no): p.page.label for p in parts
+                       if p.page.label and p.page.label != str(p.page.page_no)}:
+            meta["page_labels"] = printed
         if images := {str(p.page.page_no): p.page.image_service for p in parts if p.page.image_service}:
             meta["page_images"] = images
         meta["ocr"] = {"confidence": _confidence([b for p in parts for b in p.blocks]),
@@ -323,9 +328,11 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
                            "wc": _confidence(p.blocks), "pc": p.page.pc, "ocr_brut": p.page.ocr_brut}.items()
                            if v is not None} for p in parts}}
         meta["source_files"] = [{"path": p.page.file, "sha256": p.page.sha256,
-                                 "fixity": sorted(set(report.verified.get(delivered_as(posixpath.join(here, p.page.file)), [])))}
+                                 "fixity": sorted(set(report.verified.get(
+                                     delivered_as(posixpath.join(here, p.page.file)), [])))}
                                 for p in parts]
-        return ArticleRecord(kind=kind, doc_id=doc_id, corpus=corpus, date=date, title=title, metadata=meta, pages=parts)
+        return ArticleRecord(kind=kind, doc_id=doc_id, corpus=corpus, date=date, title=title, metadata=meta,
+                             pages=parts)
 
     records: list[ArticleRecord] = []
     claimed: dict[int, set[str]] = {n: set() for n in pages}
@@ -336,11 +343,11 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
                 claimed[part.page.page_no].update(b.block_id for b in part.blocks)
             if not any(part.blocks for part in parts):
                 continue
-            title = _usable_title(art.title) or _usable_title(art.label) or _first_words(parts)
+            named = _usable_title(art.title) or _usable_title(art.label)
             extra = {k: v for k, v in {"article_id": art.div_id, "authors": art.authors, "section": art.section,
                                        "subtitle": art.subtitle, "genre": art.genre,
-                                       "title_source": "METS" if _usable_title(art.title) or _usable_title(art.label) else "text",
-                                       }.items() if v}
+                                       "title_source": "METS" if named else "text"}.items() if v}
+            title = named or _first_words(parts)
             records.append(record("article", f"{prefix}/a{ordinal:03d}", title, parts, extra))
     kind = "outside_articles" if logical is not None else "page"
     for number, page in sorted(pages.items()):

@@ -120,7 +120,7 @@ def resolve_href(href: str, mets_path: str) -> str | None:
     if re.match(r"^[a-z][a-z0-9+.-]*:", value, re.IGNORECASE):
         return None  # http:, ark:, ...
     value = value.replace("\\", "/")
-    joined = posixpath.normpath(posixpath.join(posixpath.dirname(mets_path), value.lstrip("/") if value.startswith("/") else value))
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(mets_path), value.lstrip("/")))
     if joined.startswith("../") or joined == ".." or joined.startswith("/"):
         return None
     return joined
