@@ -161,6 +161,22 @@ def test_a_page_delivered_under_another_name_is_found_by_its_checksum(bag: Path)
     assert fixity["renamed"] == {"alto/00002.xml.gz": "alto/page-2.xml.gz"}
 
 
+@needs_samples
+def test_ocr_gzipped_by_the_deliverer_is_checked_against_the_checksum_of_what_it_holds(tmp_path: Path):
+    package = shutil.copytree(NEWSPAPERS / "gallica" / "Oeuvre" / "4616238", tmp_path / "Oeuvre" / "4616238")
+    plain = package / "ocr" / "X0000002.xml"
+    (package / "ocr" / "X0000002.xml.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()  # the manifest lists ocr/X0000002.xml with the MD5 of the plain file
+    found, quarantined = inputs(package)
+    assert quarantined == [] and "oeuvre/1915-12-01/78/a001" in found
+    assert any(2 in s.metadata["pages"] for s, _ in found.values())
+    damaged = gzip.decompress((package / "ocr" / "X0000002.xml.gz").read_bytes()).replace(b"Chambre", b"Chambra", 1)
+    (package / "ocr" / "X0000002.xml.gz").write_bytes(gzip.compress(damaged))
+    found, quarantined = inputs(package)
+    assert found == {} and quarantined[0].reason == (
+        "issue package refused: fixity: ALTO p.2 md5 mismatch (ocr/X0000002.xml.gz, recorded in manifest.xml)")
+
+
 def test_a_bagit_manifest_is_checked_too(tmp_path: Path):
     bag = news.make_package(tmp_path / "bag", mets_checksums=False)
     page2 = bag / "data" / "alto" / "00002.xml.gz"
