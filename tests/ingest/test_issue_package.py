@@ -177,6 +177,14 @@ def test_ocr_gzipped_by_the_deliverer_is_checked_against_the_checksum_of_what_it
         "issue package refused: fixity: ALTO p.2 md5 mismatch (ocr/X0000002.xml.gz, recorded in manifest.xml)")
 
 
+def test_a_package_missing_one_of_its_alto_pages_waits_for_a_complete_delivery(bag: Path):
+    (bag / "data" / "alto" / "00002.xml.gz").unlink()
+    found, quarantined = inputs(bag)
+    assert found == {} and quarantined[0].reason == (
+        "issue package refused: ALTO p.2 (data/alto/00002.xml.gz) listed by the METS but not delivered: "
+        "the issue is incomplete")
+
+
 def test_a_bagit_manifest_is_checked_too(tmp_path: Path):
     bag = news.make_package(tmp_path / "bag", mets_checksums=False)
     page2 = bag / "data" / "alto" / "00002.xml.gz"

@@ -272,13 +272,16 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
 
     pages: dict[int, _Page] = {}
     page_of_path: dict[str, int] = {}
-    for number, phys in enumerate(pkg.root.pages, start=1):
+    for number, _ in enumerate(pkg.root.pages, start=1):
         for path, n in alto_paths.items():
             if n != number:
                 continue
             actual = delivered_as(path)
             if actual not in delivered:
-                continue
+                # an article over that page would be published with part of its text: the package
+                # waits for a complete delivery (a drop folder still being written, a failed fetch)
+                raise PackageRefused(f"ALTO p.{number} ({path}) listed by the METS but not delivered: "
+                                     "the issue is incomplete")
             try:
                 data = read(actual)
                 alto = read_alto_page(data)
