@@ -395,6 +395,8 @@ class EvidenceSpan(BaseModel):
     char_start: int
     char_end: int
     text: str
+    # the OCR's confidence (0–1) on the cited page as delivered (ALTO WC), when it was recorded
+    ocr_confidence: float | None = None
 
 
 class StageRanks(BaseModel):
@@ -419,6 +421,10 @@ class EvidenceDocument(BaseModel):
     rationales: list[str] = Field(default_factory=list)
     ranks: StageRanks = Field(default_factory=StageRanks)
     evidence: list[EvidenceSpan] = Field(default_factory=list)
+    title: str | None = None
+    # OCR quality of the whole document as delivered (an article's ALTO word confidence);
+    # shown to the reader, not used for ranking (not yet measured on the development questions)
+    ocr_confidence: float | None = None
 
 
 class Cost(BaseModel):

@@ -92,7 +92,9 @@ def _status(d: EvidenceDocument) -> str:
 
 def _where(d: EvidenceDocument) -> str:
     e = d.evidence[0] if d.evidence else None
-    return f"p. {e.page}" if e is not None and e.page is not None else "—"
+    where = f"p. {e.page}" if e is not None and e.page is not None else "—"
+    # the OCR's own confidence on that page, as the library delivered it (ALTO word confidence)
+    return where + (f" · OCR {e.ocr_confidence:.0%}" if e is not None and e.ocr_confidence is not None else "")
 
 
 def evidence_markdown(package: EvidencePackage, titles: dict[str, str | None],

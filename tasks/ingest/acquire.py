@@ -23,6 +23,7 @@ from schemas.lineage import RECORD_MEDIA_TYPE, Revision, SourceInput
 from schemas.settings import StorageSettings
 from schemas.validity import InvalidInstant, parse_interval
 from tasks.ingest.identifiers import doc_id_problem
+from tasks.ingest.package.inputs import Access, is_mets_file, lone_mets_inputs, package_inputs
 from tasks.ingest.sidecar import SidecarEntry, read_sidecars
 from tasks.store.blobs import put_blob
 from tasks.store.layout import StoreLayout
@@ -230,6 +231,13 @@ def iter_folder(folder: Location, defaults: AccessDefaults, quarantined: list[Qu
         if rel not in by_rel:
             quarantined.append(Quarantined(uri=source_uri(folder / rel), reason=reason))
     seen: dict[str, str] = {}
+    # Issue packages (METS + ALTO) are read whole: their articles are the inputs, not their files
+    articles, taken = package_inputs(by_rel, source_uri, Access(defaults.tenant, defaults.groups),
+                                     sidecars.describe, quarantined)
+    for source, data in articles:
+        seen[source.doc_id] = source.uri
+        yield PendingInput(source=source, data=data)
+    by_rel = {rel: file for rel, file in by_rel.items() if rel not in taken}
     for rel, file in by_rel.items():
         entry, refusal = sidecars.describe(rel)
         if refusal is not None:
@@ -282,6 +290,18 @@ def iter_inputs(sources: Sequence[str | Path], defaults: AccessDefaults, quarant
 
     `storage` holds the endpoint and credentials for s3:// inputs (the warehouse's, by default).
     """
+    taken: set[str] = set()  # files of a package named by its METS among the sources
+    for source in sources:  # such a package first: it takes its ALTO even where they are named too
+        try:
+            location = open_source(source, storage)
+            lone_mets = location.is_file() and not is_record_export(location.name) and is_mets_file(location)
+        except (ValueError, OSError):
+            continue  # said below
+        if lone_mets and source_uri(location) not in taken:
+            articles, files = lone_mets_inputs(location, source_uri, Access(defaults.tenant, defaults.groups),
+                                               quarantined)
+            taken |= files
+            yield from (PendingInput(source=src, data=data) for src, data in articles)
     for source in sources:
         try:
             location = open_source(source, storage)
@@ -300,6 +320,8 @@ def iter_inputs(sources: Sequence[str | Path], defaults: AccessDefaults, quarant
             yield from iter_folder(location, defaults, quarantined, skip)
         elif is_record_export(location.name):
             yield from iter_record_export(location, defaults, quarantined)
+        elif source_uri(location) in taken:
+            continue  # read with its package
         else:
             yield file_input(location, None, defaults)
 

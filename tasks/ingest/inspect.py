@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 from schemas.generation import Quarantined, Screened
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision
+from schemas.package import ARTICLE_MEDIA_TYPE
 from schemas.settings import InspectionLimits
 from tasks.ingest.content_checks import check_docx, check_image, check_pdf, check_xml, page_count
 from tasks.progress import StageProgress
@@ -117,7 +118,7 @@ def inspect_revision(revision: Revision, data: bytes,
         return refuse("empty file (0 bytes)")
     if len(data) > limits.max_bytes:
         return refuse(f"file of {len(data)} bytes exceeds the limit of {limits.max_bytes}")
-    if revision.media_type == RECORD_MEDIA_TYPE:
+    if revision.media_type in (RECORD_MEDIA_TYPE, ARTICLE_MEDIA_TYPE):  # built by acquisition, not sniffed
         return revision, None
     sniffed = sniff_media_type(data)
     claimed = claimed_type(revision.uri)

@@ -13,10 +13,12 @@ MAX_SPANS = 3  # cited chunks per document
 
 def span(hit: Hit, lineage: LineageLookup | None) -> EvidenceSpan:
     spans = lineage.chunks.get(hit.chunk_id) if lineage else None
-    return EvidenceSpan(chunk_id=hit.chunk_id,
-                        page=spans.page if spans else hit.page_start,
-                        bbox=spans.bbox if spans else None,
-                        char_start=hit.char_start, char_end=hit.char_end, text=hit.text)
+    page = spans.page if spans else hit.page_start
+    doc = lineage.docs.get(hit.doc_id) if lineage else None
+    confidence = (doc.page_confidence or {}).get(page) if doc and page is not None else None
+    return EvidenceSpan(chunk_id=hit.chunk_id, page=page, bbox=spans.bbox if spans else None,
+                        char_start=hit.char_start, char_end=hit.char_end, text=hit.text,
+                        ocr_confidence=confidence)
 
 
 def best_ranks(states: list[AgentState], doc_id: str) -> StageRanks:
@@ -51,4 +53,5 @@ def document(rank: int, doc_id: str, states: list[AgentState], cand: Candidate |
         status=status, confirmations=cand.confirmations if cand else 0,
         sub_questions=sorted(set(cand.sub_questions)) if cand else [],
         rationales=cand.rationales if cand else [], ranks=ranks,
-        evidence=[span(h, lineage) for h in hits[:MAX_SPANS]])
+        evidence=[span(h, lineage) for h in hits[:MAX_SPANS]],
+        title=lin.title if lin else None, ocr_confidence=lin.ocr_confidence if lin else None)

@@ -24,7 +24,8 @@ def _cite(d: EvidenceDocument) -> str:
     e = d.evidence[0]
     where = f"p.{e.page}" if e.page is not None else "page ?"
     box = f" box {[round(x) for x in e.bbox]}" if e.bbox else ""
-    return f"{e.chunk_id}, {where}{box}, chars {e.char_start}-{e.char_end}"
+    ocr = f", OCR {e.ocr_confidence:.0%}" if e.ocr_confidence is not None else ""
+    return f"{e.chunk_id}, {where}{box}, chars {e.char_start}-{e.char_end}{ocr}"
 
 
 def _snippet(d: EvidenceDocument, chars: int = 220) -> str:
@@ -42,6 +43,8 @@ def render_text(p: EvidencePackage, limit: int = 10) -> str:
         mark = {"accepted": "✓", "held": "?", "retrieved": " "}[d.status]
         conf = f"{d.confirmations}× confirmed" if d.confirmations else d.status
         lines.append(f"{d.rank:>2}. {mark} {d.doc_id}  [{d.corpus}, {d.date}]  {conf}")
+        if d.title:
+            lines.append(f"      title: {d.title}")
         if d.rationales:
             lines.append(f"      why: {d.rationales[0]}")
         lines.append(f"      cite: {_cite(d)}  rev {(d.revision or '?')[:16]}  sha256 "

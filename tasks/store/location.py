@@ -84,7 +84,8 @@ class Location:
 
     def read_bytes(self) -> bytes:
         try:
-            with self.fs.open_input_stream(self.path) as fh:
+            # compression=None: the bytes as stored (pyarrow would inflate a `.gz` by its name)
+            with self.fs.open_input_stream(self.path, compression=None) as fh:
                 return fh.read()
         except FileNotFoundError:
             raise
@@ -98,7 +99,7 @@ class Location:
 
     def open_binary(self, buffer_size: int = 1 << 16) -> io.BufferedReader:
         """A buffered byte stream (iterable by line), for inputs too large to read whole."""
-        return io.BufferedReader(self.fs.open_input_stream(self.path), buffer_size)
+        return io.BufferedReader(self.fs.open_input_stream(self.path, compression=None), buffer_size)
 
     def relative_to(self, root: "Location") -> str:
         """The POSIX path of this place inside `root` (a file of a folder, a key below a prefix)."""

@@ -138,3 +138,15 @@ def test_file_uris_are_read_like_paths_and_other_schemes_are_refused(tmp_path: P
     assert [(i.source.doc_id, i.source.uri) for i in inputs] == [("note", (folder / "note.txt").as_uri())]
     assert quarantined == [Quarantined(uri="http://example.org/a.pdf", reason="scheme http:// is not read "
                                        "(local paths, file:// and s3:// URIs are)")]
+
+
+def test_an_issue_package_under_a_prefix_is_read_like_one_in_a_folder(s3_bucket: S3Bucket, tmp_path: Path):
+    from tests.fixtures import newspaper_package as news
+
+    bag = news.make_package(tmp_path / "bag")
+    put(s3_bucket, {f"drop/bag/{p.relative_to(bag).as_posix()}": p.read_bytes() for p in bag.rglob("*") if p.is_file()})
+    remote, quarantined = walk([s3_bucket.uri("drop") + "/"], s3_bucket.storage)
+    local, _ = walk([str(tmp_path)], StorageSettings())
+    assert quarantined == []
+    assert {i.source.doc_id: i.read() for i in remote} == {i.source.doc_id: i.read() for i in local}
+    assert remote[0].source.uri == f"s3://{s3_bucket.name}/drop/bag/data/mets.xml#ART1"

@@ -15,8 +15,10 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from schemas.lineage import RECORD_MEDIA_TYPE, ParsedDocument, Revision
+from schemas.package import ARTICLE_MEDIA_TYPE
 from schemas.settings import OcrSettings, ParseSettings
 from tasks.ingest.parse.alto import parse_alto
+from tasks.ingest.parse.article import parse_article
 from tasks.ingest.parse.docx import parse_docx
 from tasks.ingest.parse.errors import ParseRefused
 from tasks.ingest.parse.html import parse_html
@@ -37,6 +39,7 @@ PAGED_PARSERS: dict[str, PagedParser] = {
 }
 PARSERS: dict[str, Parser] = {
     RECORD_MEDIA_TYPE: parse_record,
+    ARTICLE_MEDIA_TYPE: parse_article,
     "text/plain": parse_plaintext,
     "text/html": parse_html,
     "application/alto+xml": parse_alto,
