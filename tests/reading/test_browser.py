@@ -161,7 +161,7 @@ def test_another_tenant_gets_404_in_the_browser(served_room, browser, alice_quer
     bob = browser.new_context(extra_http_headers=bearer("bob"))
     page = bob.new_page()
     assert page.goto(alice_query).status == 404
-    assert "not found" in page.content()
+    assert "Page introuvable" in page.content() and "jeton" in page.content()
     for address in (crop_url, manifest_url, info_url):
         assert bob.request.get(address).status == 404, address
     bob.close()
