@@ -417,18 +417,25 @@ def reader_templates() -> Jinja2Templates:
 
 
 def head_words(text: str, limit: int) -> str:
-    """The first `limit` characters of a text, cut at a word, '…' where it was cut."""
+    """What follows a cited span, shown after it: the rest of its paragraph, at most `limit`
+    characters cut at a word ('…' where it was cut)."""
+    cut = text[:limit]
+    if "\n\n" in cut:
+        return cut.split("\n\n", 1)[0]
     if len(text) <= limit:
         return text
-    return text[:limit].rsplit(" ", 1)[0] + "…"
+    return cut.rsplit(" ", 1)[0] + "…"
 
 
 def tail_words(text: str, limit: int) -> str:
-    """The last `limit` characters of a text, cut at a word, '…' where it was cut."""
+    """What precedes a cited span, shown before it: the start of its paragraph, at most
+    `limit` characters cut at a word ('…' where it was cut)."""
     text = text.removeprefix("…")
+    cut = text[-limit:]
+    if "\n\n" in cut:
+        return cut.rsplit("\n\n", 1)[1]
     if len(text) <= limit:
         return text
-    cut = text[-limit:]
     return "…" + (cut.split(" ", 1)[1] if " " in cut else cut)
 
 

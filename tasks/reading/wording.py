@@ -94,11 +94,15 @@ def reader_title(title: str | None, doc_id: str, first_text: str = "",
     return title_from_id(doc_id), True
 
 
+_ELISION = re.compile(r"\b([ldjLDJ]|qu|Qu) (?=[aeiouyhéèêàâîôAEIOUYHÉÈÊÀÂÎÔ])")
+
+
 def corpus_label(corpus: str | None) -> str:
     """'journal_officiel' → 'Journal officiel'."""
     if not corpus:
         return ""
     words = " ".join(corpus.replace("_", " ").split())
+    words = _ELISION.sub(r"\1'", words)  # 'l intransigeant' → "l'intransigeant"
     return words[:1].upper() + words[1:]
 
 
@@ -109,7 +113,7 @@ MEDIA_TYPES = {
     "application/pdf": "PDF", "application/alto+xml": "page ALTO (texte d'OCR)",
     "text/html": "page HTML", "text/plain": "texte",
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "document Word",
-    "application/vnd.mabillon.record+json": "notice (texte transcrit)",
+    "application/vnd.mabillon.record+json": "notice",
 }
 
 
@@ -150,7 +154,8 @@ _CUES: list[tuple[re.Pattern, object]] = [
      lambda m: f"daté du {french_date(m[1]) or m[1]}, juste à côté de la période cherchée"),
     (re.compile(r"^(\d+) channels agree$"), lambda m: "trouvé par plusieurs méthodes de recherche"),
     (re.compile(r"^fused #(\d+)$"),
-     lambda m: "en tête des résultats" if int(m[1]) <= 3 else "parmi les dix premiers résultats"),
+     lambda m: ("en tête des résultats" if int(m[1]) <= 3 else "parmi les dix premiers résultats"
+                if int(m[1]) <= 10 else "parmi les premiers résultats")),
     (re.compile(r"^(bm25|dense|date_range|substring|warm) #(\d+)$"),
      lambda m: f"parmi les premiers trouvés par {TOOLS[m[1]]}"),
     (re.compile(r"^widened date$"), lambda m: "période élargie d'un jour ou deux"),
@@ -165,30 +170,42 @@ def plain_cues(rationale: str) -> list[str] | None:
     """The French of an offline judge's cues; None when the rationale is not made of them."""
     text = _SCORE.sub("", rationale.strip())
     parts = [p.strip() for p in text.split("; ") if p.strip()]
+    if len(parts) > 1 and parts[-1].endswith("…"):
+        parts.pop()  # cut at the rationale's length limit: the cues before it stand
     out = []
-    for i, part in enumerate(parts):
+    for part in parts:
         for pattern, say in _CUES:
             m = pattern.match(part)
             if m:
                 out.append(say(m))
                 break
         else:
-            if i == len(parts) - 1 and part.endswith("…") and out:
-                break  # cut at the rationale's length limit: the cues before it stand
             return None
     return out or None
 
 
+_PROBABILITY = re.compile(r"^P (\d(?:\.\d+)?)(?:;|$)")
+MAX_CUES = 3  # a line, not a paragraph
+
+
 def plain_why(rationales: list[str], confirmations: int = 0) -> str:
-    """One line: why this document was retained, in French."""
+    """One line: why this document was retained, in French — the judge's best estimate once,
+    then the first few distinct cues of its rationales."""
     said: list[str] = []
+    best: float | None = None
     for rationale in rationales:
+        m = _PROBABILITY.match(rationale.strip())
+        if m:
+            best = max(best or 0.0, float(m[1]))
         cues = plain_cues(rationale)
         if cues is None:  # an LLM's own words: the first one says it
             if rationale.strip() and not said:
                 said.append(rationale.strip())
             continue
-        said += [c for c in cues if c not in said]
+        said += [c for c in cues if c not in said and not c.startswith("pertinence")]
+    said = said[:MAX_CUES]
+    if best is not None:
+        said.insert(0, f"pertinence estimée à {round(best * 100)} %")
     if confirmations > 1:
         said.append(f"retenu par {confirmations} des recherches menées")
     line = " ; ".join(said)
