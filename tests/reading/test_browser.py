@@ -180,7 +180,7 @@ def all_accepted_record(home: Path, query_id: str) -> str:
 
     layout = StoreLayout.from_settings(settings_of(home))
     record = read_query_record(layout, query_id)
-    made = f"{query_id}-all-accepted"
+    made = f"{query_id}-every-doc"
     docs = [d.model_copy(update={"status": "accepted"}) for d in record.documents]
     assert len(docs) > 5
     (layout.queries / f"{made}.json").write_text(
@@ -260,7 +260,7 @@ def test_every_evidence_page_shows_its_first_accepted_passage_at_a_glance(served
             assert metas and all(m.startswith("Correspondance") for m in metas), metas
     assert kinds["scan"] == "image" and kinds["text"] == "text"
     # the documents, and one of them: titles, no None, no server path
-    for name, address in {"documents": f"{url}/documents", "search": f"{url}/documents?q=greniers+vaux",
+    for name, address in {"documents": f"{url}/documents", "search": f"{url}/documents?q=vaux+registre",
                           "document": f"{url}/documents/{SCAN_DOC}"}.items():
         assert page.goto(address).status == 200
         page.wait_for_load_state("networkidle")

@@ -85,7 +85,7 @@ def test_an_answer_runs_over_pages_of_five_accepted_documents(sample_home, asked
     layout = StoreLayout.from_settings(settings_of(home))
     record = read_query_record(layout, qid)
     # a record of our own making: every document of alice's answer accepted
-    made = f"{qid}-all-accepted"
+    made = f"{qid}-every-doc"
     docs = [d.model_copy(update={"status": "accepted"}) for d in record.documents]
     (layout.queries / f"{made}.json").write_text(
         record.model_copy(update={"query_id": made, "documents": docs}).model_dump_json(), "utf-8")
