@@ -38,9 +38,12 @@ from schemas.retrieval import AccessDenied, Principal
 from schemas.settings import MabillonSettings
 from tasks.query.principals import DEFAULT_PRINCIPAL, default_principal, token_digest
 from tasks.query.validity import AsOfAhead, InvalidAsOf, resolve_as_of
+from tasks.reading import wording
 from tasks.reading.image_request import ImageRequestError
 from tasks.reading.links import Links
+from tasks.reading.listing import ListFilter
 from tasks.reading.manifests import query_manifest, revision_manifest
+from tasks.reading.reader_pages import document_title, documents_page, evidence_page
 from tasks.reading.room import NotFound, ReadingRoom
 from tasks.reading.sessions import SESSION_COOKIE, Sessions
 from tasks.reading.viewer import resolve_viewer
@@ -152,7 +155,7 @@ def create_app(settings: MabillonSettings, warm: bool = True,
     server still starting, say) before the first `ask` run."""
     room = ReadingRoom(settings)
     sessions = Sessions(settings.reading_room.session_hours * 3600)
-    templates = Jinja2Templates(directory=str(TEMPLATES))
+    templates = reader_templates()
     app = FastAPI(title="Mabillon reading room", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.room = room
     app.state.sessions = sessions
@@ -228,14 +231,22 @@ def create_app(settings: MabillonSettings, warm: bool = True,
         principal = viewer(request)
         return page(request, "home.html", principal=principal, records=room.records(principal, 50))
 
+    def chosen(request: Request) -> ListFilter:
+        """The page's filters (corpus, dates, words, page), refused with words when unreadable."""
+        try:
+            return ListFilter.of(request.query_params)
+        except ValidationError as exc:
+            raise Refused(400, f"filtre illisible — {_validation_words(exc.errors())}") from None
+
     @app.get("/documents", response_class=HTMLResponse)
     def documents(request: Request):
         principal = viewer(request)
         at = when(request, principal)
         view = room.visible(principal, at)
         catalog = view.snapshot.catalog
-        revisions = sorted((catalog.revisions[r] for r in view.revisions), key=lambda r: r.doc_id) if catalog else []
-        return page(request, "documents.html", at=at, principal=view.principal, revisions=revisions,
+        revisions = [catalog.revisions[r] for r in view.revisions] if catalog else []
+        return page(request, "documents.html", at=at, principal=view.principal,
+                    listing=documents_page(catalog, revisions, chosen(request)),
                     generation=view.snapshot.generation)
 
     @app.get("/documents/{doc_id:path}", response_class=HTMLResponse)
@@ -244,16 +255,20 @@ def create_app(settings: MabillonSettings, warm: bool = True,
         at = when(request, principal)
         view = room.visible(principal, at)
         doc = document_view(room, view, links(request, at), view.current(doc_id))
-        return page(request, "document.html", at=at, principal=view.principal, doc=doc)
+        title, supplied = document_title(view.snapshot.catalog, doc.revision)
+        return page(request, "document.html", at=at, principal=view.principal, doc=doc,
+                    title=title, supplied=supplied)
 
     @app.get("/queries/{query_id}", response_class=HTMLResponse)
     def evidence(request: Request, query_id: str):
         principal = viewer(request)
         record = room.record(principal, query_id)
         at = when(request, principal, record.as_of)
+        filters = chosen(request)
         view = room.visible(principal, at)
-        return page(request, "evidence.html", at=at, principal=principal,
-                    evidence=evidence_view(room, view, links(request, at), record))
+        evidence = evidence_page(evidence_view(room, view, links(request, at), record),
+                                 view.snapshot.catalog, filters)
+        return page(request, "evidence.html", at=at, principal=principal, evidence=evidence)
 
     @app.post("/ask")
     def ask_page(request: Request, question: str = Form(..., min_length=3, max_length=2000),
@@ -265,16 +280,19 @@ def create_app(settings: MabillonSettings, warm: bool = True,
 
     @app.get("/login", response_class=HTMLResponse)
     def login_form(request: Request):
-        return page(request, "login.html", principal=None, error=None)
+        back = return_to(request.query_params.get("next") or request.headers.get("referer"), request)
+        return page(request, "login.html", principal=None, error=None, next=back)
 
     @app.post("/login")
-    def login(request: Request, token: str = Form(..., min_length=1, max_length=512)):
+    def login(request: Request, token: str = Form(..., min_length=1, max_length=512),
+              next: str = Form("", max_length=2048)):
+        back = return_to(next or request.headers.get("referer"), request)
         try:
             resolve_viewer(settings, f"Bearer {token}")
         except AccessDenied as exc:
-            return page(request, "login.html", status=401, principal=None, error=str(exc))
+            return page(request, "login.html", status=401, principal=None, error=str(exc), next=back)
         sessions.close(request.cookies.get(SESSION_COOKIE))  # a fresh id at every sign-in
-        response = RedirectResponse("/", status_code=303)
+        response = RedirectResponse(back, status_code=303)
         response.set_cookie(SESSION_COOKIE, sessions.open(token_digest(token.strip())),
                             max_age=int(sessions.lifetime_s), httponly=True, samesite="strict",
                             secure=request.url.scheme == "https")
@@ -404,6 +422,61 @@ def create_app(settings: MabillonSettings, warm: bool = True,
         threading.Thread(target=warm_up, args=(room, settings, prefect_ready),
                          name="reading-room-warm-up", daemon=True).start()
     return app
+
+
+def reader_templates() -> Jinja2Templates:
+    """The page templates, with the filters that put values in a reader's French
+    (tasks/reading/wording.py): dates in words, corpora and formats by name, no `None`."""
+    templates = Jinja2Templates(directory=str(TEMPLATES))
+    templates.env.filters.update(date_fr=wording.french_date, datetime_fr=wording.french_datetime,
+                                 corpus_fr=wording.corpus_label, media_fr=wording.media_label,
+                                 provider_fr=wording.provider_label, head=head_words,
+                                 tail=tail_words)
+    templates.env.globals.update(source_label=wording.source_label)
+    return templates
+
+
+def head_words(text: str, limit: int) -> str:
+    """What follows a cited span, shown after it: the rest of its paragraph, at most `limit`
+    characters cut at a word ('…' where it was cut)."""
+    cut = text[:limit]
+    if "\n\n" in cut:
+        return cut.split("\n\n", 1)[0]
+    if len(text) <= limit:
+        return text
+    return cut.rsplit(" ", 1)[0] + "…"
+
+
+def tail_words(text: str, limit: int) -> str:
+    """What precedes a cited span, shown before it: the start of its paragraph, at most
+    `limit` characters cut at a word ('…' where it was cut)."""
+    text = text.removeprefix("…")
+    cut = text[-limit:]
+    if "\n\n" in cut:
+        return cut.rsplit("\n\n", 1)[1]
+    if len(text) <= limit:
+        return text
+    return "…" + (cut.split(" ", 1)[1] if " " in cut else cut)
+
+
+def return_to(address: str | None, request: Request) -> str:
+    """Where a sign-in goes back to: a path of this room (from the form, or the page the
+    reader came from); anything else — another site, a scheme, `//host` — goes home."""
+    if not address or any(ord(ch) < 0x20 or ch == "\\" for ch in address):
+        return "/"
+    try:
+        parts = urlsplit(address)
+    except ValueError:
+        return "/"
+    own = request.headers.get("host", "").strip().lower()
+    if parts.netloc and (parts.netloc.lower() != own or parts.scheme not in ("http", "https")):
+        return "/"
+    if parts.scheme and not parts.netloc:
+        return "/"
+    path = parts.path
+    if not path.startswith("/") or path.startswith("//") or path.startswith(("/login", "/logout")):
+        return "/"
+    return path + (f"?{parts.query}" if parts.query else "")
 
 
 def _refusal(request: Request, templates: Jinja2Templates, status: int, message: str):

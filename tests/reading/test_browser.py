@@ -16,7 +16,9 @@ import pytest
 from PIL import Image
 
 from tests.flows.conftest import MABILLON, free_port, stop_group
-from tests.reading.conftest import SCAN_DOC, SCAN_QUESTION, bearer, copy_home, settings_of
+from tests.reading.conftest import (SCAN_DOC, SCAN_QUESTION, TEXT_QUESTION, TOKENS, bearer,
+                                    copy_home, settings_of)
+from tests.reading.test_reader_pages import INTERNAL  # what a reader must never read
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -161,10 +163,139 @@ def test_another_tenant_gets_404_in_the_browser(served_room, browser, alice_quer
     bob = browser.new_context(extra_http_headers=bearer("bob"))
     page = bob.new_page()
     assert page.goto(alice_query).status == 404
-    assert "not found" in page.content()
+    assert "Page introuvable" in page.content() and "jeton" in page.content()
     for address in (crop_url, manifest_url, info_url):
         assert bob.request.get(address).status == 404, address
     bob.close()
+
+
+VIEWPORT = {"width": 1366, "height": 768}
+
+
+def all_accepted_record(home: Path, query_id: str) -> str:
+    """A record of our own making: alice's answer with every document accepted, so its evidence
+    runs over two pages (5 accepted documents a page)."""
+    from tasks.store.layout import StoreLayout
+    from tasks.store.query_records import read_query_record
+
+    layout = StoreLayout.from_settings(settings_of(home))
+    record = read_query_record(layout, query_id)
+    made = f"{query_id}-every-doc"
+    docs = [d.model_copy(update={"status": "accepted"}) for d in record.documents]
+    assert len(docs) > 5
+    (layout.queries / f"{made}.json").write_text(
+        record.model_copy(update={"query_id": made, "documents": docs}).model_dump_json(), "utf-8")
+    return made
+
+
+def shows_only_reader_words(page) -> str:
+    """The page's text with every fold opened, checked for internal labels; returned."""
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    text = page.inner_text("body")
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = false)")
+    found = INTERNAL.search(text)
+    assert found is None, f"{page.url}: {found.group(0)!r} in {text[max(0, found.start() - 80):found.end() + 80]!r}"
+    return text
+
+
+def first_accepted_highlight_in_view(page) -> str:
+    """The first accepted document's highlighted passage lies inside the 1366×768 viewport, the
+    page not scrolled: every highlighted word of its crop, or the first line of its marked text."""
+    assert page.evaluate("window.scrollY") == 0
+    section = page.locator('section.doc[data-status="accepted"]').first
+    citation = section.locator(".citation").first
+    if citation.get_attribute("data-kind") == "image":
+        image = citation.locator("figure.page-image img")
+        assert image.evaluate("img => img.complete && img.naturalWidth > 0")
+        boxes = [r.bounding_box() for r in citation.locator("figure.page-image rect.cited").all()]
+    else:
+        boxes = [citation.locator("mark.cited").evaluate(
+            "m => { const r = m.getClientRects()[0]; return {x: r.x, y: r.y, width: r.width, height: r.height}; }")]
+    assert boxes, f"{page.url}: nothing highlighted in the first accepted document"
+    for box in boxes:
+        assert box["width"] > 0 and box["height"] > 0
+        assert 0 <= box["y"] and box["y"] + box["height"] <= VIEWPORT["height"], (page.url, box)
+        assert 0 <= box["x"] and box["x"] + box["width"] <= VIEWPORT["width"], (page.url, box)
+    return citation.get_attribute("data-kind")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_every_evidence_page_shows_its_first_accepted_passage_at_a_glance(served_room, browser,
+                                                                          alice_query, tmp_path):
+    url, home = served_room
+    text_answer = httpx.post(f"{url}/ask", data={"question": TEXT_QUESTION}, headers=bearer("alice"),
+                             timeout=300)
+    assert text_answer.status_code == 303, text_answer.text
+    paged = all_accepted_record(home, alice_query.rsplit("/", 1)[1])
+    pages = {"scan": alice_query, "text": f"{url}{text_answer.headers['location']}",
+             "paged-1": f"{url}/queries/{paged}", "paged-2": f"{url}/queries/{paged}?page=2",
+             "dated": f"{url}/queries/{paged}?date_from=1850&date_to=1960",
+             "corpus": f"{url}/queries/{paged}?corpus=correspondance"}
+    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1,
+                                  extra_http_headers=bearer("alice"))
+    page = context.new_page()
+    kinds = {}
+    for name, address in pages.items():
+        assert page.goto(address).status == 200, address
+        page.wait_for_load_state("networkidle")
+        shot = tmp_path / f"evidence-{name}.png"
+        page.screenshot(path=str(shot))
+        print(f"screenshot {shot}")
+        kinds[name] = first_accepted_highlight_in_view(page)
+        text = shows_only_reader_words(page)
+        if name == "scan":  # accepted first; the others folded, one line each
+            assert page.locator('section.doc[data-status="accepted"]').count() == 1
+            assert page.locator("details.others li").count() >= 5
+            assert not page.locator("details.others").evaluate("d => d.open")
+            assert page.evaluate("document.documentElement.scrollHeight") <= 2 * VIEWPORT["height"]
+        if name.startswith("paged"):
+            assert page.locator('section.doc[data-status="accepted"]').count() == 5 or name == "paged-2"
+            assert "page " + name[-1] + " sur 2" in text
+        if name == "dated":  # every accepted document shown is dated 1850 to 1960
+            dates = page.locator('section.doc[data-status="accepted"] p.meta').all_inner_texts()
+            assert dates and all(any(str(y) in d for y in range(1850, 1961)) for d in dates), dates
+        if name == "corpus":
+            metas = page.locator('section.doc[data-status="accepted"] p.meta').all_inner_texts()
+            assert metas and all(m.startswith("Correspondance") for m in metas), metas
+    assert kinds["scan"] == "image" and kinds["text"] == "text"
+    # the documents, and one of them: titles, no None, no server path
+    for name, address in {"documents": f"{url}/documents", "search": f"{url}/documents?q=vaux+registre",
+                          "document": f"{url}/documents/{SCAN_DOC}"}.items():
+        assert page.goto(address).status == 200
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(tmp_path / f"{name}.png"))
+        print(f"screenshot {tmp_path / f'{name}.png'}")
+        shows_only_reader_words(page)
+        if name != "document":
+            titles = page.locator("table.documents td:first-child a").all_inner_texts()
+            assert titles and all(t.strip() for t in titles)
+    context.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_token_holder_following_an_evidence_link_is_offered_to_sign_in(served_room, browser,
+                                                                        alice_query, tmp_path):
+    url, _ = served_room
+    context = browser.new_context(viewport=VIEWPORT)  # no token: a link opened from a mail, say
+    page = context.new_page()
+    assert page.goto(alice_query).status == 404
+    page.screenshot(path=str(tmp_path / "not-found.png"))
+    print(f"screenshot {tmp_path / 'not-found.png'}")
+    hint = shows_only_reader_words(page)
+    assert "jeton d'accès" in hint and "Page introuvable" in hint
+    # the same page for what does not exist: nothing tells the two apart
+    missing = context.request.get(f"{url}/queries/20990101T000000-deadbeef-000000")
+    assert missing.status == 404 and missing.body() == context.request.get(alice_query).body()
+    page.get_by_label("Jeton d'accès").fill(TOKENS["alice"])
+    with page.expect_navigation():
+        page.get_by_role("button", name="S'identifier").click()
+    page.wait_for_load_state("networkidle")
+    assert page.url == alice_query  # back to the evidence, signed in
+    assert page.locator('section.doc[data-status="accepted"]').count() >= 1
+    page.screenshot(path=str(tmp_path / "signed-in.png"))
+    context.close()
 
 
 @pytest.mark.slow

@@ -252,7 +252,11 @@ def test_the_scan_question_cites_the_scanned_page_with_word_boxes(room_client, s
     assert len(expected) < len(words)
     html = room_client.get(f"/queries/{qid}", headers=bearer("alice")).text
     assert citation["crop_url"].replace("&", "&amp;") in html
-    assert top["rationales"][0] in html
+    # why it was retained, in a reader's French; the judge's own cues stay in the JSON
+    from tasks.reading.wording import plain_why
+
+    why = plain_why(top["rationales"], top["confirmations"])
+    assert why and why.replace("'", "&#39;") in html and top["rationales"][0] not in html
 
 
 def test_a_text_format_shows_the_cited_span_found_by_its_offsets(room_client, sample_home, asked):

@@ -237,7 +237,9 @@ def test_identifiers_and_dates_never_answer_5xx(room, fuzz_home):
         "/iiif/3/{id}/info.json", "/iiif/3/{id}", "/iiif/3/{id}/full/max/0/default.jpg",
         "/iiif/manifest/{id}", "/documents/{id}", "/queries/{id}", "/api/queries/{id}",
         "/iiif/query/{id}/manifest", "/at/{date}/iiif/3/{rev}-p{id}/info.json",
-        "/at/{date}/iiif/manifest/{rev}", "/documents?as_of={date}", "/iiif/3/{rev}-p{id}/info.json"]))
+        "/at/{date}/iiif/manifest/{rev}", "/documents?as_of={date}", "/iiif/3/{rev}-p{id}/info.json",
+        "/documents?date_from={date}&q={id}", "/documents?page={id}&corpus={id}",
+        "/queries/{id}?date_to={date}&page={id}"]))
     def check(ident, date, template):
         url = template.format(id=segment(ident), date=segment(date), rev=revision)
         in_words(room.http.get(url))
