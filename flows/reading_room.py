@@ -493,7 +493,7 @@ def export_format(fmt: str) -> str:
     from schemas.citation import EXPORT_FORMATS
 
     if fmt not in EXPORT_FORMATS:
-        raise Refused(404, f"no export format {fmt[:40]!r}: choose one of {', '.join(EXPORT_FORMATS)}")
+        raise Refused(400, f"no export format {fmt[:40]!r}: choose one of {', '.join(EXPORT_FORMATS)}")
     return fmt
 
 

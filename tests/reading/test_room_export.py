@@ -110,7 +110,7 @@ def test_an_export_is_refused_or_withdrawn_like_the_evidence(export_home, asked)
         assert room.get(f"/export/ris/documents/{TENANT_B_DOC}", headers=bearer("alice")).status_code == 404
         assert room.get(f"/export/ris/documents/{SCAN_DOC}", headers=bearer("bob")).status_code == 404
         unknown = room.get(f"/export/endnote/queries/{qid}", headers=bearer("alice"))
-        assert unknown.status_code == 404 and "ris, bibtex, csl-json, csv" in unknown.text
+        assert unknown.status_code == 400 and "ris, bibtex, csl-json, csv" in unknown.text
         # alice loses the group: nothing of her answer is exported any more
         write_principals(export_home, {**PRINCIPALS, "alice": {"tenant": "default", "groups": ["staff"]}})
         r = room.get(f"/export/csl-json/queries/{qid}", headers=bearer("alice"))
