@@ -40,7 +40,7 @@ from tasks.query.principals import DEFAULT_PRINCIPAL, default_principal, token_d
 from tasks.query.validity import AsOfAhead, InvalidAsOf, resolve_as_of
 from tasks.reading.image_request import ImageRequestError
 from tasks.reading.links import Links
-from tasks.reading.manifests import query_manifest, revision_manifest
+from tasks.reading.manifests import NoCanvas, query_manifest, revision_manifest
 from tasks.reading.room import NotFound, ReadingRoom
 from tasks.reading.sessions import SESSION_COOKIE, Sessions
 from tasks.reading.viewer import resolve_viewer
@@ -58,8 +58,8 @@ JSON_LD = 'application/ld+json;profile="http://iiif.io/api/image/3/context.json"
 PRESENTATION_LD = 'application/ld+json;profile="http://iiif.io/api/presentation/3/context.json"'
 # Responses depend on who asks: never kept by shared caches, revalidated by the browser.
 PRIVATE = {"Cache-Control": "private, no-cache", "Vary": "Authorization, Cookie"}
-IIIF_HEADERS = {**PRIVATE, "Access-Control-Allow-Origin": "*",
-                "Link": '<http://iiif.io/api/image/3/level1.json>;rel="profile"'}
+IMAGE_PROFILE = "http://iiif.io/api/image/3/level2.json"
+IIIF_HEADERS = {**PRIVATE, "Access-Control-Allow-Origin": "*", "Link": f'<{IMAGE_PROFILE}>;rel="profile"'}
 
 
 class Refused(Exception):
@@ -185,6 +185,11 @@ def create_app(settings: MabillonSettings, warm: bool = True,
     @app.exception_handler(NotFound)
     def not_found(request: Request, exc: NotFound):
         return _refusal(request, templates, 404, NOT_FOUND)
+
+    @app.exception_handler(NoCanvas)
+    def no_canvas(request: Request, exc: NoCanvas):
+        # raised only for what the viewer may see: saying why tells them nothing new
+        return _refusal(request, templates, 404, str(exc))
 
     @app.exception_handler(AccessDenied)
     def denied(request: Request, exc: AccessDenied):
@@ -353,9 +358,12 @@ def create_app(settings: MabillonSettings, warm: bool = True,
     def image(request: Request, image_id: str, region: str, size: str, rotation: str,
               quality_format: str):
         principal = viewer(request)
-        data, media_type = room.image(principal, image_id, region, size, rotation,
-                                      quality_format, when(request, principal))
-        return Response(data, media_type=media_type, headers=IIIF_HEADERS)
+        at = when(request, principal)
+        data, media_type, canonical = room.image(principal, image_id, region, size, rotation,
+                                                 quality_format, at)
+        service = f"{links(request, at).iiif}/iiif/3/{image_id}"
+        link = f'<{service}/{canonical}>;rel="canonical", <{IMAGE_PROFILE}>;rel="profile"'
+        return Response(data, media_type=media_type, headers={**IIIF_HEADERS, "Link": link})
 
     @app.get("/iiif/manifest/{revision_id}")
     @app.get("/at/{as_of}/iiif/manifest/{revision_id}")

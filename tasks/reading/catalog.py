@@ -42,6 +42,20 @@ class RevisionInfo:
     size: int
     media_type: str
     acquired_at: str
+    metadata_json: str = "{}"  # what the delivery or its sidecar said (schemas.lineage.Revision)
+
+    def page_image_service(self, page_no: int) -> str | None:
+        """The library's IIIF Image service for a page the delivery has no image of: metadata
+        `page_images` = {"<page_no>": "<Image API base URI>"} (a Gallica package names
+        `…/iiif/ark:/12148/<ark>/f<n>`). Only http(s) addresses are taken."""
+        try:
+            named = json.loads(self.metadata_json or "{}").get("page_images") or {}
+        except (ValueError, AttributeError):
+            return None
+        uri = named.get(str(page_no)) if isinstance(named, dict) else None
+        if isinstance(uri, str) and uri.startswith(("https://", "http://")) and len(uri) < 2000:
+            return uri.rstrip("/")
+        return None
 
 
 @dataclass(frozen=True)
@@ -107,7 +121,8 @@ class Catalog:
                 revision_id=r["revision_id"], source_id=r["source_id"], doc_id=r["doc_id"],
                 uri=r["uri"], corpus=r["corpus"], date=r["date"], title=r["title"],
                 tenant=r["tenant"], groups=tuple(r["groups"] or ()), digest=r["digest"],
-                size=r["size"], media_type=r["media_type"], acquired_at=str(r["acquired_at"]))
+                size=r["size"], media_type=r["media_type"], acquired_at=str(r["acquired_at"]),
+                metadata_json=r.get("metadata_json") or "{}")
         pages_table = read_lineage_table(layout, generation, "pages")
         pages: dict[str, list[PageInfo]] = {}
         for p in sorted(pages_table.to_pylist(), key=lambda p: (p["revision_id"], p["page_no"])):
