@@ -152,6 +152,9 @@ def create_app(settings: MabillonSettings, warm: bool = True,
     server still starting, say) before the first `ask` run."""
     room = ReadingRoom(settings)
     sessions = Sessions(settings.reading_room.session_hours * 3600)
+    from tasks.reading.iiif_auth import AccessTokens
+
+    access_tokens = AccessTokens()
     templates = Jinja2Templates(directory=str(TEMPLATES))
     app = FastAPI(title="Mabillon reading room", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.room = room
@@ -348,7 +351,8 @@ def create_app(settings: MabillonSettings, warm: bool = True,
     def image_info(request: Request, image_id: str):
         principal = viewer(request)
         at = when(request, principal)
-        info = room.info(principal, image_id, f"{links(request, at).iiif}/iiif/3/{image_id}", at)
+        info = room.info(principal, image_id, f"{links(request, at).iiif}/iiif/3/{image_id}", at,
+                         base=links(request).base)
         wants_ld = "application/ld+json" in request.headers.get("accept", "")
         return JSONResponse(info, media_type=JSON_LD if wants_ld else "application/json",
                             headers=IIIF_HEADERS)
@@ -364,6 +368,42 @@ def create_app(settings: MabillonSettings, warm: bool = True,
         service = f"{links(request, at).iiif}/iiif/3/{image_id}"
         link = f'<{service}/{canonical}>;rel="canonical", <{IMAGE_PROFILE}>;rel="profile"'
         return Response(data, media_type=media_type, headers={**IIIF_HEADERS, "Link": link})
+
+    # IIIF Authorization Flow 2.0 (tasks/reading/iiif_auth.py) ----------------------------------
+    @app.get("/iiif/auth/access")
+    def iiif_access(request: Request):
+        return RedirectResponse("/login", status_code=303, headers=PRIVATE)
+
+    @app.get("/iiif/auth/token")
+    def iiif_token(request: Request, messageId: str = "", origin: str = ""):
+        from tasks.reading.iiif_auth import safe_origin, token_message, token_page
+
+        target = safe_origin(origin)
+        if not messageId or len(messageId) > 200 or target is None:
+            raise Refused(400, "the token service takes ?messageId=...&origin=scheme://host[:port]")
+        session_id = request.cookies.get(SESSION_COOKIE)
+        signed_in = session_id if sessions.digest(session_id) is not None else None
+        token = access_tokens.mint(signed_in) if signed_in else None
+        return HTMLResponse(token_page(token_message(messageId, token), target), headers=PRIVATE)
+
+    @app.get("/iiif/auth/probe/{image_id}")
+    def iiif_probe(request: Request, image_id: str):
+        from tasks.reading.iiif_auth import probe_result
+
+        authorization = request.headers.get("authorization", "")
+        scheme, _, token = authorization.partition(" ")
+        session_id = access_tokens.session(token.strip()) if scheme.lower() == "bearer" else None
+        digest = sessions.digest(session_id)
+        opens = False
+        if digest is not None:
+            try:
+                principal = resolve_viewer(settings, None, digest)
+                room.image_page(room.visible(principal), image_id)
+                opens = True
+            except (AccessDenied, NotFound):
+                opens = False
+        # HTTP 200 either way: the probe's answer is its body (Auth 2.0 §2.3)
+        return JSONResponse(probe_result(opens), headers=IIIF_HEADERS)
 
     @app.get("/iiif/manifest/{revision_id}")
     @app.get("/at/{as_of}/iiif/manifest/{revision_id}")

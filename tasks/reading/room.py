@@ -139,9 +139,18 @@ class ReadingRoom:
         canonical = request.canonical(canvas.width, canvas.height, self.max_size(canvas))
         return self.renderer.response(source, canvas, request), request.media_type, canonical
 
+    def restricted(self, view: Visible, revision_id: str) -> bool:
+        """Whether the anonymous reader cannot see this revision (IIIF auth services apply)."""
+        from tasks.query.principals import default_principal
+
+        return revision_id not in view.snapshot.visible(default_principal(self.settings))
+
     def info(self, principal: Principal, image_id: str, service_id: str,
-             as_of: datetime | None = None) -> dict:
-        _, canvas = self.image_page(self.visible(principal, as_of), image_id)
+             as_of: datetime | None = None, base: str = "") -> dict:
+        from tasks.reading.iiif_auth import probe_service
+
+        view = self.visible(principal, as_of)
+        _, canvas = self.image_page(view, image_id)
         max_pixels = self.settings.reading_room.max_pixels
         info = {
             "@context": "http://iiif.io/api/image/3/context.json",
@@ -153,6 +162,8 @@ class ReadingRoom:
             "extraQualities": [q for q in QUALITIES if q != "default"],
             "extraFeatures": FEATURES,
         }
+        if self.restricted(view, parse_image_id(image_id)[0]):
+            info["service"] = [probe_service(base, image_id)]
         return info
 
     def max_size(self, canvas: Canvas) -> tuple[int, int]:
