@@ -42,7 +42,7 @@ from tasks.reading import wording
 from tasks.reading.image_request import ImageRequestError
 from tasks.reading.links import Links
 from tasks.reading.listing import ListFilter
-from tasks.reading.manifests import query_manifest, revision_manifest
+from tasks.reading.manifests import NoCanvas, query_manifest, revision_manifest
 from tasks.reading.reader_pages import document_title, documents_page, evidence_page
 from tasks.reading.room import NotFound, ReadingRoom
 from tasks.reading.sessions import SESSION_COOKIE, Sessions
@@ -61,8 +61,8 @@ JSON_LD = 'application/ld+json;profile="http://iiif.io/api/image/3/context.json"
 PRESENTATION_LD = 'application/ld+json;profile="http://iiif.io/api/presentation/3/context.json"'
 # Responses depend on who asks: never kept by shared caches, revalidated by the browser.
 PRIVATE = {"Cache-Control": "private, no-cache", "Vary": "Authorization, Cookie"}
-IIIF_HEADERS = {**PRIVATE, "Access-Control-Allow-Origin": "*",
-                "Link": '<http://iiif.io/api/image/3/level1.json>;rel="profile"'}
+IMAGE_PROFILE = "http://iiif.io/api/image/3/level2.json"
+IIIF_HEADERS = {**PRIVATE, "Access-Control-Allow-Origin": "*", "Link": f'<{IMAGE_PROFILE}>;rel="profile"'}
 
 
 class Refused(Exception):
@@ -155,6 +155,9 @@ def create_app(settings: MabillonSettings, warm: bool = True,
     server still starting, say) before the first `ask` run."""
     room = ReadingRoom(settings)
     sessions = Sessions(settings.reading_room.session_hours * 3600)
+    from tasks.reading.iiif_auth import AccessTokens
+
+    access_tokens = AccessTokens()
     templates = reader_templates()
     app = FastAPI(title="Mabillon reading room", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.room = room
@@ -188,6 +191,11 @@ def create_app(settings: MabillonSettings, warm: bool = True,
     @app.exception_handler(NotFound)
     def not_found(request: Request, exc: NotFound):
         return _refusal(request, templates, 404, NOT_FOUND)
+
+    @app.exception_handler(NoCanvas)
+    def no_canvas(request: Request, exc: NoCanvas):
+        # raised only for what the viewer may see: saying why tells them nothing new
+        return _refusal(request, templates, 404, str(exc))
 
     @app.exception_handler(AccessDenied)
     def denied(request: Request, exc: AccessDenied):
@@ -384,7 +392,8 @@ def create_app(settings: MabillonSettings, warm: bool = True,
     def image_info(request: Request, image_id: str):
         principal = viewer(request)
         at = when(request, principal)
-        info = room.info(principal, image_id, f"{links(request, at).iiif}/iiif/3/{image_id}", at)
+        info = room.info(principal, image_id, f"{links(request, at).iiif}/iiif/3/{image_id}", at,
+                         base=links(request).base)
         wants_ld = "application/ld+json" in request.headers.get("accept", "")
         return JSONResponse(info, media_type=JSON_LD if wants_ld else "application/json",
                             headers=IIIF_HEADERS)
@@ -394,9 +403,48 @@ def create_app(settings: MabillonSettings, warm: bool = True,
     def image(request: Request, image_id: str, region: str, size: str, rotation: str,
               quality_format: str):
         principal = viewer(request)
-        data, media_type = room.image(principal, image_id, region, size, rotation,
-                                      quality_format, when(request, principal))
-        return Response(data, media_type=media_type, headers=IIIF_HEADERS)
+        at = when(request, principal)
+        data, media_type, canonical = room.image(principal, image_id, region, size, rotation,
+                                                 quality_format, at)
+        service = f"{links(request, at).iiif}/iiif/3/{image_id}"
+        link = f'<{service}/{canonical}>;rel="canonical", <{IMAGE_PROFILE}>;rel="profile"'
+        return Response(data, media_type=media_type, headers={**IIIF_HEADERS, "Link": link})
+
+    # IIIF Authorization Flow 2.0 (tasks/reading/iiif_auth.py) ----------------------------------
+    @app.get("/iiif/auth/access")
+    def iiif_access(request: Request):
+        return RedirectResponse("/login", status_code=303, headers=PRIVATE)
+
+    @app.get("/iiif/auth/token")
+    def iiif_token(request: Request, messageId: str = "", origin: str = ""):
+        from tasks.reading.iiif_auth import safe_origin, token_message, token_page
+
+        target = safe_origin(origin)
+        if not messageId or len(messageId) > 200 or target is None:
+            raise Refused(400, "the token service takes ?messageId=...&origin=scheme://host[:port]")
+        session_id = request.cookies.get(SESSION_COOKIE)
+        signed_in = session_id if sessions.digest(session_id) is not None else None
+        token = access_tokens.mint(signed_in) if signed_in else None
+        return HTMLResponse(token_page(token_message(messageId, token), target), headers=PRIVATE)
+
+    @app.get("/iiif/auth/probe/{image_id}")
+    def iiif_probe(request: Request, image_id: str):
+        from tasks.reading.iiif_auth import probe_result
+
+        authorization = request.headers.get("authorization", "")
+        scheme, _, token = authorization.partition(" ")
+        session_id = access_tokens.session(token.strip()) if scheme.lower() == "bearer" else None
+        digest = sessions.digest(session_id)
+        opens = False
+        if digest is not None:
+            try:
+                principal = resolve_viewer(settings, None, digest)
+                room.image_page(room.visible(principal), image_id)
+                opens = True
+            except (AccessDenied, NotFound):
+                opens = False
+        # HTTP 200 either way: the probe's answer is its body (Auth 2.0 §2.3)
+        return JSONResponse(probe_result(opens), headers=IIIF_HEADERS)
 
     @app.get("/iiif/manifest/{revision_id}")
     @app.get("/at/{as_of}/iiif/manifest/{revision_id}")

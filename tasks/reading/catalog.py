@@ -42,7 +42,20 @@ class RevisionInfo:
     size: int
     media_type: str
     acquired_at: str
-    metadata_json: str = "{}"  # as delivered (sidecar, record, package): identifiers, newspaper
+    metadata_json: str = "{}"  # what the delivery or its sidecar said (schemas.lineage.Revision)
+
+    def page_image_service(self, page_no: int) -> str | None:
+        """The library's IIIF Image service for a page the delivery has no image of: metadata
+        `page_images` = {"<page_no>": "<Image API base URI>"} (a Gallica package names
+        `…/iiif/ark:/12148/<ark>/f<n>`). Only http(s) addresses are taken."""
+        try:
+            named = json.loads(self.metadata_json or "{}").get("page_images") or {}
+        except (ValueError, AttributeError):
+            return None
+        uri = named.get(str(page_no)) if isinstance(named, dict) else None
+        if isinstance(uri, str) and uri.startswith(("https://", "http://")) and len(uri) < 2000:
+            return uri.rstrip("/")
+        return None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,17 @@ from datetime import datetime
 from urllib.parse import quote, urlencode
 
 
+# A viewer that opens a IIIF Content State given as `iiif-content` (Content State API 1.0 §3).
+IIIF_VIEWER = "https://projectmirador.org/embed/?iiif-content="
+
+
+def xywh(box: tuple[float, float, float, float]) -> str:
+    """A box (x0, y0, x1, y1, canvas pixels) as the `x,y,w,h` of a IIIF/Media Fragments
+    `#xywh=` (whole pixels covering the box)."""
+    x0, y0, x1, y1 = box
+    return f"{int(x0)},{int(y0)},{max(1, round(x1 - int(x0)))},{max(1, round(y1 - int(y0)))}"
+
+
 @dataclass(frozen=True)
 class Links:
     """Addresses of the reading room; with `as_of`, addresses of what it showed at that time.
@@ -41,6 +52,15 @@ class Links:
     def image(self, revision_id: str, page_no: int, region: str = "full", size: str = "max",
               fmt: str = "jpg") -> str:
         return f"{self.image_service(revision_id, page_no)}/{region}/{size}/0/default.{fmt}"
+
+    def image_region(self, revision_id: str, page_no: int, box: tuple[float, float, float, float]) -> str:
+        """The cited words' region as a fragment of the page's image address (what a reference
+        pins: `…/iiif/3/<revision>-p0001#xywh=x,y,w,h`, canvas pixels = the image's pixels)."""
+        return f"{self.image_service(revision_id, page_no)}#xywh={xywh(box)}"
+
+    def viewer(self, content_state: str) -> str:
+        """A IIIF viewer opened on an encoded content state (tasks/reading/content_state.py)."""
+        return f"{IIIF_VIEWER}{content_state}"
 
     def manifest(self, revision_id: str) -> str:
         return f"{self.iiif}/iiif/manifest/{revision_id}"

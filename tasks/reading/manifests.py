@@ -3,7 +3,16 @@
 A revision's manifest: one canvas per page, painted by that page's image service; the lineage
 (source, revision, digest, parser, generation) as metadata; one annotation page per canvas with
 a box per chunk. A query's manifest: the canvases its visible citations are on, each with one
-annotation per citation over the cited words.
+`commenting` annotation per citation over the cited words, its body the rank, the document and
+the rationale — a viewer lists it (Mirador lists `commenting`, not `highlighting`).
+
+Every manifest has at least one canvas (Presentation 3 requires it): pages without geometry
+(text, HTML, DOCX, records) get none, and a revision or a query with no canvas at all answers
+404 with words, and no page links to it (tasks/reading/views.py). An invented "text canvas"
+would only give a viewer an empty window to show. An ALTO page delivered without its image has
+a canvas of the ALTO page's size, painted by the library's image service when the delivery
+names one (revision metadata `page_images`), else by nothing: its boxes still show where the
+words are.
 """
 from __future__ import annotations
 
@@ -13,10 +22,9 @@ from iiif_prezi3 import Annotation, Manifest, ServiceV3
 
 from schemas.query import QueryRecord
 from tasks.reading.catalog import RevisionInfo
-from tasks.reading.links import Links
-from tasks.reading.page_image import Canvas
-from tasks.reading.room import ReadingRoom, Visible
-from tasks.reading.views import EvidenceView, room_canvas
+from tasks.reading.links import Links, xywh
+from tasks.reading.room import NotFound, PageFace, ReadingRoom, Visible
+from tasks.reading.views import EvidenceView
 from tasks.reading.words import union
 
 LANGUAGE = "fr"  # the corpora are French; labels of ours are "none" (identifiers, numbers)
@@ -26,24 +34,33 @@ def _none(text: str) -> dict:
     return {"none": [text]}
 
 
-def _xywh(box) -> str:
-    x0, y0, x1, y1 = box
-    return f"{int(x0)},{int(y0)},{max(1, round(x1 - x0))},{max(1, round(y1 - y0))}"
+class NoCanvas(NotFound):
+    """Nothing here has a page to show: no manifest (Presentation 3 requires a canvas)."""
 
 
 def _canvas(manifest: Manifest, room: ReadingRoom, links: Links, revision: RevisionInfo,
-            page_no: int, canvas: Canvas, label: str):
-    """A canvas painted by the page's image service at its full size."""
-    made = manifest.make_canvas(id=links.canvas(revision.revision_id, page_no), label=_none(label),
-                                width=canvas.width, height=canvas.height)
-    w, h = room.max_size(canvas)
-    page = made.add_image(
-        image_url=links.image(revision.revision_id, page_no),
-        anno_id=f"{links.canvas(revision.revision_id, page_no)}/painting",
-        anno_page_id=f"{links.canvas(revision.revision_id, page_no)}/page", format="image/jpeg",
-        width=w, height=h)
-    page.items[0].body.add_service(ServiceV3(
-        id=links.image_service(revision.revision_id, page_no), type="ImageService3", profile="level1"))
+            page_no: int, face: PageFace, label: str):
+    """A canvas of the page's size, painted by this room's image service at its full size, by
+    the library's image service, or (ALTO alone) by nothing."""
+    canvas = face.canvas
+    canvas_id = links.canvas(revision.revision_id, page_no)
+    made = manifest.make_canvas(id=canvas_id, label=_none(label), width=canvas.width,
+                                height=canvas.height)
+    if face.source is not None:
+        w, h = room.max_size(canvas)
+        page = made.add_image(image_url=links.image(revision.revision_id, page_no),
+                              anno_id=f"{canvas_id}/painting", anno_page_id=f"{canvas_id}/page",
+                              format="image/jpeg", width=w, height=h)
+        page.items[0].body.add_service(ServiceV3(
+            id=links.image_service(revision.revision_id, page_no), type="ImageService3",
+            profile="level2"))
+    elif face.service is not None:
+        page = made.add_image(image_url=f"{face.service}/full/max/0/default.jpg",
+                              anno_id=f"{canvas_id}/painting", anno_page_id=f"{canvas_id}/page",
+                              format="image/jpeg", width=canvas.width, height=canvas.height)
+        # Gallica's image services speak Image API 2; a viewer reads the version from info.json
+        page.items[0].body.add_service(ServiceV3(id=face.service, type="ImageService2",
+                                                 profile="level1"))
     return made
 
 
@@ -68,10 +85,11 @@ def revision_manifest(room: ReadingRoom, view: Visible, links: Links, revision: 
                      sorted({f"{p.parser} {p.parser_version}" for p in pages}))
     chunks = catalog.chunks(revision.revision_id)
     for page in pages:
-        canvas = room_canvas(room, room.page_source(view, revision, page.page_no))
-        if canvas is None:
+        face = room.face(view, revision, page.page_no)
+        if face is None:
             continue
-        made = _canvas(manifest, room, links, revision, page.page_no, canvas, f"p. {page.page_no}")
+        canvas = face.canvas
+        made = _canvas(manifest, room, links, revision, page.page_no, face, f"p. {page.page_no}")
         anno_page = links.annotation_page(revision.revision_id, f"p{page.page_no}/chunks")
         for chunk in chunks:
             bbox = chunk.bbox_on(page.page_no)
@@ -83,7 +101,9 @@ def revision_manifest(room: ReadingRoom, view: Visible, links: Links, revision: 
                 body={"type": "TextualBody", "format": "text/plain", "language": LANGUAGE,
                       "value": f"chunk {chunk.ordinal} ({chunk.chunk_id}), characters "
                                f"{chunk.char_start}–{chunk.char_end}: {raw}"},
-                target=f"{made.id}#xywh={_xywh(canvas.to_pixels(bbox))}"), anno_page_id=anno_page)
+                target=f"{made.id}#xywh={xywh(canvas.to_pixels(bbox))}"), anno_page_id=anno_page)
+    if not manifest.items:
+        raise NoCanvas(f"{revision.doc_id} has no page images: it has no IIIF manifest")
     return as_json(manifest)
 
 
@@ -99,11 +119,13 @@ def query_manifest(room: ReadingRoom, view: Visible, links: Links, record: Query
         if doc.state != "shown":
             continue
         revision = catalog.revisions[doc.current_revision]
-        for n, citation in enumerate(c for c in doc.citations if c.kind == "image"):
+        for n, citation in enumerate(c for c in doc.citations if c.kind != "text"):
             key = (revision.revision_id, citation.page_no)
             if key not in canvases:
-                canvas = room_canvas(room, room.page_source(view, revision, citation.page_no))
-                canvases[key] = _canvas(manifest, room, links, revision, citation.page_no, canvas,
+                face = room.face(view, revision, citation.page_no)
+                if face is None:
+                    continue
+                canvases[key] = _canvas(manifest, room, links, revision, citation.page_no, face,
                                         f"{doc.doc_id}, p. {citation.page_no}")
             made = canvases[key]
             box = union([(citation.crop.x + r.x, citation.crop.y + r.y, citation.crop.x + r.x + r.w,
@@ -112,11 +134,14 @@ def query_manifest(room: ReadingRoom, view: Visible, links: Links, record: Query
                 continue
             why = f" — {doc.rationales[0]}" if doc.rationales else ""
             anno_page = links.annotation_page(f"query-{record.query_id}", "citations")
+            # commenting: a viewer lists it beside the box it draws (highlighting it does not)
             made.add_annotation(Annotation(
-                id=f"{anno_page}/{doc.rank}-{n}", type="Annotation", motivation="highlighting",
+                id=f"{anno_page}/{doc.rank}-{n}", type="Annotation", motivation="commenting",
                 body={"type": "TextualBody", "format": "text/plain", "language": LANGUAGE,
-                      "value": f"#{doc.rank} {doc.doc_id} ({doc.status}){why}: {citation.cited_text}"},
-                target=f"{made.id}#xywh={_xywh(box)}"), anno_page_id=anno_page)
+                      "value": f"#{doc.rank} {doc.title or doc.doc_id}{why} : « {citation.cited_text} »"},
+                target=f"{made.id}#xywh={xywh(box)}"), anno_page_id=anno_page)
+    if not manifest.items:
+        raise NoCanvas(f"query {record.query_id} cites no page image: it has no IIIF manifest")
     return as_json(manifest)
 
 

@@ -280,7 +280,7 @@ class PageRenderer:
                 self.hits += 1
                 return data
             self.misses += 1
-        data = encode(self.render(source, canvas, request), request.format)
+        data = encode(finish(self.render(source, canvas, request), request), request.format)
         self._keep(key, data, len(data))
         return data
 
@@ -289,6 +289,24 @@ class PageRenderer:
         with self._lock:
             for key in [k for k in self._kept if k[0] not in keep_revisions]:
                 self._held -= self._kept.pop(key)[1]
+
+
+BITONAL_THRESHOLD = 128  # grey levels below are black, the rest white
+
+
+def finish(image: Image.Image, request: ImageRequest) -> Image.Image:
+    """The last two steps of IIIF's order, on the region already at its size: mirror, then turn
+    clockwise; then the quality (`gray`: luminance; `bitonal`: black or white; `default` and
+    `color`: as rendered)."""
+    if request.mirror:
+        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    image = _turn(image, request.rotation)
+    if request.quality == "gray":
+        image = image.convert("L")
+    elif request.quality == "bitonal":
+        # kept as 8-bit L of 0 and 255: JPEG has no 1-bit mode, and viewers read L everywhere
+        image = image.convert("L").point(lambda v: 255 if v >= BITONAL_THRESHOLD else 0)
+    return image
 
 
 def encode(image: Image.Image, fmt: str) -> bytes:

@@ -15,7 +15,8 @@ from schemas.settings import MabillonSettings
 from tasks.query.principals import DEFAULT_PRINCIPAL
 from tasks.reading.access import ServingState, Snapshot
 from tasks.reading.catalog import ALTO_MEDIA_TYPE, PageInfo, RevisionInfo
-from tasks.reading.image_request import FEATURES, FORMATS, ImageRequest, parse_image_request, parse_size
+from tasks.reading.image_request import (FEATURES, FORMATS, QUALITIES, ImageRequest,
+                                         parse_image_request, parse_size)
 from tasks.reading.page_image import Canvas, PageRenderer, PageSource, alto_partner, canvas_of, page_source
 from tasks.reading.words import WordBox, page_words
 from tasks.store.blobs import read_blob
@@ -52,6 +53,17 @@ class Visible:
 
 
 _PAGE_NO = re.compile(r"^[0-9]{1,6}$")  # ASCII digits: str.isdigit() also takes '³' and '٣'
+
+
+@dataclass(frozen=True)
+class PageFace:
+    """What a viewer is shown of a page: its canvas, and what paints it — this room's pixels
+    (`source`), a library's IIIF Image service named by the delivery (`service`: ALTO without
+    its image), or nothing (ALTO alone: the words at their places, on a page-shaped view)."""
+
+    canvas: Canvas
+    source: PageSource | None = None
+    service: str | None = None
 
 
 def parse_image_id(image_id: str) -> tuple[str, int]:
@@ -91,6 +103,20 @@ class ReadingRoom:
             partner = found if found is not None and found.revision_id in view.revisions else None
         return page_source(self.layout, view.snapshot.catalog, revision, page_no, partner)
 
+    def face(self, view: Visible, revision: RevisionInfo, page_no: int) -> PageFace | None:
+        """None for pages without geometry (text, HTML, DOCX, records): they get no canvas."""
+        source = self.page_source(view, revision, page_no)
+        if source is not None:
+            canvas = canvas_of(source, self.settings.reading_room.pdf_dpi)
+            return PageFace(canvas, source) if canvas is not None else None
+        page = view.snapshot.catalog.page(revision.revision_id, page_no)
+        if revision.media_type != ALTO_MEDIA_TYPE or page is None or not page.width or not page.height:
+            return None
+        # the canvas has the ALTO page's own size, so its boxes need no scaling
+        canvas = Canvas(width=max(1, round(page.width)), height=max(1, round(page.height)),
+                        scale_x=1.0, scale_y=1.0)
+        return PageFace(canvas, service=revision.page_image_service(page_no))
+
     def image_page(self, view: Visible, image_id: str) -> tuple[PageSource, Canvas]:
         revision_id, page_no = parse_image_id(image_id)
         revision = view.revision(revision_id)
@@ -102,28 +128,42 @@ class ReadingRoom:
 
     # IIIF Image API ---------------------------------------------------------------------------
     def image(self, principal: Principal, image_id: str, region: str, size: str, rotation: str,
-              quality_format: str, as_of: datetime | None = None) -> tuple[bytes, str]:
-        """Encoded pixels and their media type. Authorization comes first, so a request for what
-        the viewer may not see is NotFound whatever its parameters; then ImageRequestError (400,
-        501) for a request this image cannot answer."""
+              quality_format: str, as_of: datetime | None = None) -> tuple[bytes, str, str]:
+        """Encoded pixels, their media type and the request's canonical path (for the `Link`
+        header). Authorization comes first, so a request for what the viewer may not see is
+        NotFound whatever its parameters; then ImageRequestError (400, 501) for a request this
+        image cannot answer."""
         source, canvas = self.image_page(self.visible(principal, as_of), image_id)
         request = parse_image_request(region, size, rotation, quality_format, canvas.width,
                                       canvas.height, self.settings.reading_room.max_pixels)
-        return self.renderer.response(source, canvas, request), request.media_type
+        canonical = request.canonical(canvas.width, canvas.height, self.max_size(canvas))
+        return self.renderer.response(source, canvas, request), request.media_type, canonical
+
+    def restricted(self, view: Visible, revision_id: str) -> bool:
+        """Whether the anonymous reader cannot see this revision (IIIF auth services apply)."""
+        from tasks.query.principals import default_principal
+
+        return revision_id not in view.snapshot.visible(default_principal(self.settings))
 
     def info(self, principal: Principal, image_id: str, service_id: str,
-             as_of: datetime | None = None) -> dict:
-        _, canvas = self.image_page(self.visible(principal, as_of), image_id)
+             as_of: datetime | None = None, base: str = "") -> dict:
+        from tasks.reading.iiif_auth import probe_service
+
+        view = self.visible(principal, as_of)
+        _, canvas = self.image_page(view, image_id)
         max_pixels = self.settings.reading_room.max_pixels
         info = {
             "@context": "http://iiif.io/api/image/3/context.json",
             "id": service_id, "type": "ImageService3", "protocol": "http://iiif.io/api/image",
-            "profile": "level1", "width": canvas.width, "height": canvas.height,
+            "profile": "level2", "width": canvas.width, "height": canvas.height,
             "maxArea": max_pixels,
             "sizes": thumbnail_sizes(canvas, max_pixels),
             "extraFormats": [f for f in FORMATS if f != "jpg"], "preferredFormats": ["jpg"],
+            "extraQualities": [q for q in QUALITIES if q != "default"],
             "extraFeatures": FEATURES,
         }
+        if self.restricted(view, parse_image_id(image_id)[0]):
+            info["service"] = [probe_service(base, image_id)]
         return info
 
     def max_size(self, canvas: Canvas) -> tuple[int, int]:

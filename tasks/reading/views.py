@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from schemas.query import EvidenceDocument, QueryRecord
 from tasks.ops.redact import REDACTED
 from tasks.reading.catalog import ChunkInfo, PageInfo, RevisionInfo
-from tasks.reading.links import Links
+from tasks.reading.content_state import content_state, encode_content_state
+from tasks.reading.links import Links, xywh
 from tasks.reading.page_image import Canvas, canvas_of
 from tasks.reading.room import NotFound, ReadingRoom, Visible
 from tasks.reading.words import cited_words, page_range, union
@@ -39,12 +40,19 @@ class CitationView:
     char_start: int
     char_end: int
     cited_text: str
-    kind: str  # "image" | "text"
-    # image citations: the crop (canvas pixels), where it is fetched, and the words inside it
+    kind: str  # "image" | "page-text" (ALTO without any image: words at their places) | "text"
+    # image and page-text citations: the crop (canvas pixels), where it is fetched, the words
     crop: Rect | None = None
-    crop_url: str | None = None
+    crop_url: str | None = None  # None for page-text
     page_url: str | None = None
-    words: list[Rect] = field(default_factory=list)  # in crop pixels
+    words: list[Rect] = field(default_factory=list)  # the cited words, in crop pixels
+    context_words: list[Rect] = field(default_factory=list)  # page-text: every word in the crop
+    # where the cited words are, for references and viewers (tasks/reading/links.py, content_state.py)
+    region: str | None = None  # x,y,w,h in canvas pixels: the union of the cited words
+    region_url: str | None = None  # the page's image address with #xywh=region
+    canvas_id: str | None = None
+    content_state: str | None = None  # IIIF Content State 1.0, encoded for `iiif-content`
+    viewer_url: str | None = None  # a IIIF viewer opened at the cited box
     # text citations: the span and its context
     before: str = ""
     after: str = ""
@@ -75,7 +83,7 @@ class DocumentEvidence:
 class EvidenceView:
     record: QueryRecord
     documents: list[DocumentEvidence]
-    manifest_url: str
+    manifest_url: str | None
 
 
 def crop_for(boxes: list[tuple[float, float, float, float]], canvas: Canvas) -> Rect:
@@ -90,13 +98,15 @@ def crop_for(boxes: list[tuple[float, float, float, float]], canvas: Canvas) -> 
 def image_citation(room: ReadingRoom, view: Visible, links: Links, revision: RevisionInfo,
                    page: PageInfo, chunk_id: str, start: int, end: int,
                    fallback_bbox) -> CitationView | None:
-    """The crop and the cited words of one page of a citation; None when the page has no image."""
-    source = room.page_source(view, revision, page.page_no)
-    canvas = room_canvas(room, source)
+    """The crop and the cited words of one page of a citation; None when the page has no
+    canvas (no geometry at all)."""
+    face = room.face(view, revision, page.page_no)
     local = page_range(page, start, end)
-    if canvas is None or local is None:
+    if face is None or local is None:
         return None
-    words = cited_words(room.words(revision, page, view.snapshot.catalog), *local)
+    canvas = face.canvas
+    page_words = room.words(revision, page, view.snapshot.catalog)
+    words = cited_words(page_words, *local)
     boxes = [canvas.to_pixels(w.bbox) for w in words]
     if not boxes and fallback_bbox:
         boxes = [canvas.to_pixels(fallback_bbox)]
@@ -109,12 +119,32 @@ def image_citation(room: ReadingRoom, view: Visible, links: Links, revision: Rev
         rects = [Rect(b[0] - crop.x, b[1] - crop.y, b[2] - b[0], b[3] - b[1], label=text)
                  for b, text in zip(boxes, labels)]
     width = min(CROP_DISPLAY_WIDTH, int(crop.w))
-    region = f"{int(crop.x)},{int(crop.y)},{int(crop.w)},{int(crop.h)}"
-    return CitationView(
+    crop_region = f"{int(crop.x)},{int(crop.y)},{int(crop.w)},{int(crop.h)}"
+    citation = CitationView(
         chunk_id=chunk_id, page_no=page.page_no, char_start=start, char_end=end, cited_text=cited,
         kind="image", crop=crop, words=rects,
-        crop_url=links.image(revision.revision_id, page.page_no, region=region, size=f"{width},"),
-        page_url=f"{links.document(revision.doc_id)}#page-{page.page_no}")
+        page_url=f"{links.document(revision.doc_id)}#page-{page.page_no}",
+        canvas_id=links.canvas(revision.revision_id, page.page_no))
+    if face.source is not None:
+        citation.crop_url = links.image(revision.revision_id, page.page_no, region=crop_region,
+                                        size=f"{width},")
+    elif face.service is not None:  # the library's own image of the page (ALTO units = its pixels)
+        citation.crop_url = f"{face.service}/{crop_region}/{width},/0/default.jpg"
+    else:
+        citation.kind = "page-text"
+        citation.context_words = [
+            Rect(b[0] - crop.x, b[1] - crop.y, b[2] - b[0], b[3] - b[1], label=w.text)
+            for w in page_words for b in [canvas.to_pixels(w.bbox)]
+            if b[0] >= crop.x and b[1] >= crop.y and b[2] <= crop.x + crop.w and b[3] <= crop.y + crop.h]
+    if boxes:
+        citation.region = xywh(union(boxes))
+        citation.region_url = (links.image_region(revision.revision_id, page.page_no, union(boxes))
+                               if face.source is not None else
+                               f"{face.service}#xywh={citation.region}" if face.service else None)
+        state = content_state(links.manifest(revision.revision_id), citation.canvas_id, citation.region)
+        citation.content_state = encode_content_state(state)
+        citation.viewer_url = links.viewer(citation.content_state)
+    return citation
 
 
 def room_canvas(room: ReadingRoom, source) -> Canvas | None:
@@ -169,15 +199,24 @@ def evidence_view(room: ReadingRoom, view: Visible, links: Links, record: QueryR
             revision=doc.revision, digest=doc.digest, confirmations=doc.confirmations,
             sub_questions=doc.sub_questions, rationales=doc.rationales,
             ranks=doc.ranks.model_dump(), document_url=links.document(doc.doc_id),
-            manifest_url=links.manifest(revision.revision_id),
+            manifest_url=links.manifest(revision.revision_id) if has_canvas(room, view, revision) else None,
             current_revision=revision.revision_id)
         if doc.revision and doc.revision != revision.revision_id:
             shown.state = "superseded"  # the cited bytes no longer serve; the document does
         else:
             shown.citations = citations_of(room, view, links, revision, doc)
         documents.append(shown)
+    # a manifest with no canvas is not a manifest (Presentation 3 §3): no link to one
+    cites_a_page = any(c.kind != "text" for d in documents for c in d.citations)
     return EvidenceView(record=record, documents=documents,
-                        manifest_url=links.query_manifest(record.query_id))
+                        manifest_url=links.query_manifest(record.query_id) if cites_a_page else None)
+
+
+def has_canvas(room: ReadingRoom, view: Visible, revision: RevisionInfo) -> bool:
+    """Whether any page of the revision has a canvas; text records have none, so they get no
+    IIIF link at all (a viewer would show an empty window)."""
+    return any(room.face(view, revision, p.page_no) is not None
+               for p in view.snapshot.catalog.pages.get(revision.revision_id, []))
 
 
 # ---- the document page: how this document was cut ------------------------------------------
@@ -253,4 +292,4 @@ def document_view(room: ReadingRoom, view: Visible, links: Links, revision: Revi
     parsers = sorted({f"{p.parser} ({p.parser_version})" for p in catalog.pages.get(revision.revision_id, [])})
     return DocumentView(revision=revision, generation=catalog.generation, parsers=parsers,
                         pages=pages, chunks=[(c, raw[c.char_start:c.char_end]) for c in chunks],
-                        manifest_url=links.manifest(revision.revision_id) if any_image else None)
+                        manifest_url=links.manifest(revision.revision_id) if any_image or has_canvas(room, view, revision) else None)

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from flows.make_sample import image_bytes, make_sample, render_scan, source_text
+from flows.make_sample import alto_xml, image_bytes, make_sample, render_scan, source_text
 from schemas.settings import ChunkingSettings, MabillonSettings
 from tasks.query.principals import token_digest
 from tests.conftest import write_records
+from tests.reading.iiif_grid import validator_test_image, write_scanned_pdf
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210",
           "carol": "carol-token-5555555555"}
@@ -27,6 +28,20 @@ SCAN_DOC = "deliberations/vaux-le-moutier-an-2-brumaire-22"
 TEXT_QUESTION = "Quelles réparations le conseil municipal de Saint-Aubin-des-Bois a-t-il votées pour l'école ?"
 TEXT_DOC = "deliberations/saint-aubin-1887-03-14"
 TENANT_B_DOC = "b/registre-secret-1790"
+VALIDATOR_DOC = "iiif/validator-grid"  # the IIIF validator's test image, as a scanned PDF
+# ALTO pages delivered without their images (issue 33 item 6): one alone, one whose delivery
+# names the library's IIIF image service for its page (as a Gallica package does)
+ALTO_ONLY_DOC = "livraison-alto/echo-vexin-1888-03-12"
+ALTO_SERVICE_DOC = "livraison-alto/echo-vexin-1888-03-19"
+ALTO_SERVICE = "https://gallica.example.org/iiif/ark:/12148/bpt6k000000x/f1"
+ALTO_QUESTION = "Où le conseil d'arrondissement du Vexin a-t-il voté la construction d'un lavoir communal ?"
+ALTO_TEXTS = {
+    ALTO_ONLY_DOC: "L'Écho du Vexin, 12 mars 1888. Le conseil d'arrondissement a voté la construction "
+                   "d'un lavoir communal au hameau des Ormeaux, sur le ru de la Viosne, pour la somme "
+                   "de trois mille francs. Les travaux commenceront après les semailles.",
+    ALTO_SERVICE_DOC: "L'Écho du Vexin, 19 mars 1888. La foire aux chevaux de Magny s'est tenue sous "
+                      "la pluie ; les éleveurs du Vexin ont vendu quarante juments percheronnes.",
+}
 TENANT_B_RECORDS = [{"doc_id": TENANT_B_DOC, "corpus": "secret", "date": "1790-05-01",
                      "text": "Registre du tenant B : les greniers de Vaux-le-Moutier furent visités "
                              "par le citoyen Morin, commissaire, qui dressa procès-verbal."}]
@@ -64,6 +79,16 @@ def _build_sample_home(root: Path) -> None:
     # the newspaper page image beside its ALTO (same stem), as a digitisation delivers them
     (sample / "courrier-canton-1902.png").write_bytes(
         image_bytes(render_scan(source_text("courrier-canton-1902")), "PNG"))
+    delivery = sample / "livraison-alto"
+    delivery.mkdir()
+    for doc_id, text in ALTO_TEXTS.items():
+        (delivery / f"{doc_id.rsplit('/', 1)[1]}.xml").write_text(alto_xml(text), "utf-8")
+    (delivery / "sidecar.json").write_text(json.dumps([{
+        "file": f"{ALTO_SERVICE_DOC.rsplit('/', 1)[1]}.xml", "page_images": {"1": ALTO_SERVICE}}]), "utf-8")
+    grid = validator_test_image()
+    if grid is not None:
+        (sample / "iiif").mkdir()
+        write_scanned_pdf(grid, sample / "iiif" / "validator-grid.pdf")
     home = root / "home"
     home.mkdir()
     write_principals(home, PRINCIPALS)

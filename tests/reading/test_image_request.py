@@ -30,7 +30,8 @@ def test_regions_resolve_to_the_pixels_the_specification_names(region, box):
     ("pct:50", Box(0, 0, 100, 50), (50, 25)),
     ("60,70", Box(0, 0, 100, 100), (60, 70)),
     ("!60,70", Box(0, 0, 100, 200), (35, 70)),
-    ("!600,700", Box(0, 0, 100, 200), (100, 200)),  # confined, never larger than the region
+    ("!600,700", Box(0, 0, 600, 1400), (300, 700)),
+    ("!100,700", Box(0, 0, 100, 200), (100, 200)),  # one side of the box fits the region exactly
     ("^!600,700", Box(0, 0, 100, 200), (350, 700)),
     ("^200,", Box(0, 0, 100, 50), (200, 100)),
     ("^pct:150", Box(0, 0, 100, 50), (150, 75)),
@@ -61,6 +62,7 @@ def test_bad_regions_are_a_clear_400(region):
 @pytest.mark.parametrize("size", [
     "0,", ",0", "0,0", "-10,", ",-10", "pct:0", "pct:101", "pct:-5", "abc", "10", "!10", "max,",
     "3000,", ",4000", "2481,10", "^0,", "../", "..%2f", "1e9,", "", "^", "full",
+    "!3000,4000",  # a box larger than the region both ways is an upscale: `^` first
 ])
 def test_bad_sizes_are_a_clear_400(size):
     with pytest.raises(ImageRequestError) as refused:
@@ -78,24 +80,31 @@ def test_a_size_over_the_pixel_limit_is_refused_with_the_setting_named():
         parse_size("2000,", Box(0, 0, W, H), 1_000_000)  # inside the image, over the limit
 
 
-@pytest.mark.parametrize("rotation, status", [("90", 501), ("!0", 501), ("22.5", 501),
-                                              ("361", 400), ("-90", 400), ("abc", 400), ("", 400)])
-def test_rotation_other_than_zero_is_refused(rotation, status):
+@pytest.mark.parametrize("rotation, status", [("22.5", 501), ("!45", 501), ("361", 400),
+                                              ("-90", 400), ("abc", 400), ("", 400)])
+def test_rotation_off_the_right_angles_is_refused(rotation, status):
     with pytest.raises(ImageRequestError) as refused:
         parse_rotation(rotation)
     assert refused.value.status == status
 
 
-def test_zero_rotation_default_quality_and_two_formats_are_served():
-    for rotation in ("0", "0.0", "360"):
-        parse_rotation(rotation)
-    request = parse_image_request("full", "max", "0", "default.png", 100, 50, LIMIT)
+@pytest.mark.parametrize("rotation, turn", [("0", (0, False)), ("0.0", (0, False)), ("360", (0, False)),
+                                            ("90", (90, False)), ("180", (180, False)),
+                                            ("270.0", (270, False)), ("!0", (0, True)), ("!180", (180, True))])
+def test_right_angles_and_mirroring_are_served(rotation, turn):
+    assert parse_rotation(rotation) == turn
+
+
+def test_every_quality_and_two_formats_are_served():
+    request = parse_image_request("full", "max", "90", "gray.png", 100, 50, LIMIT)
     assert (request.width, request.height, request.media_type) == (100, 50, "image/png")
-    assert parse_image_request("full", "max", "0", "default.jpg", 100, 50, LIMIT).media_type == "image/jpeg"
+    assert (request.rotation, request.quality) == (90, "gray")
+    for quality in ("default", "color", "bitonal"):
+        assert parse_image_request("full", "max", "0", f"{quality}.jpg", 100, 50, LIMIT).quality == quality
 
 
 @pytest.mark.parametrize("quality_format, status", [
-    ("gray.jpg", 501), ("bitonal.png", 501), ("default.tif", 501), ("default.webp", 501),
+    ("default.tif", 501), ("default.webp", 501),
     ("default", 400), ("default.exe", 400), ("ugly.jpg", 400), ("default.jpg/../x", 400)])
 def test_other_qualities_and_formats(quality_format, status):
     with pytest.raises(ImageRequestError) as refused:
@@ -103,7 +112,17 @@ def test_other_qualities_and_formats(quality_format, status):
     assert refused.value.status == status
 
 
+def test_the_canonical_form_names_full_and_max_where_they_apply():
+    max_size = (100, 50)
+    whole = parse_image_request("full", "max", "0", "color.jpg", 100, 50, LIMIT)
+    assert whole.canonical(100, 50, max_size) == "full/max/0/default.jpg"
+    part = parse_image_request("pct:50,0,50,100", "25,", "!90", "gray.png", 100, 50, LIMIT)
+    assert part.canonical(100, 50, max_size) == "50,0,50,50/25,25/!90/gray.png"
+
+
 def test_the_canonical_key_names_one_output():
     a = parse_image_request("full", "max", "0", "default.jpg", 100, 50, LIMIT)
     b = parse_image_request("0,0,100,50", "100,", "0", "default.jpg", 100, 50, LIMIT)
     assert a.key == b.key == "0,0,100,50/100,50/0/default.jpg"
+    assert parse_image_request("full", "max", "!180", "bitonal.jpg", 100, 50, LIMIT).key == \
+        "0,0,100,50/100,50/!180/bitonal.jpg"

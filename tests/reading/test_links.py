@@ -59,3 +59,22 @@ def test_a_past_view_keeps_its_time_in_the_path_of_iiif_and_the_query_of_pages()
     assert links.document("a/b") == "http://room/documents/a/b?as_of=2000-06-01T00%3A00%3A00%2B00%3A00"
     assert links.evidence("q1", 2) == "http://room/queries/q1?as_of=2000-06-01T00%3A00%3A00%2B00%3A00#doc-2"
     assert Links.at("http://room/").manifest("r1") == "http://room/iiif/manifest/r1"
+
+
+def test_a_content_state_round_trips_and_names_the_canvas_box_and_manifest():
+    from tasks.reading.content_state import content_state, decode_content_state, encode_content_state
+    from tasks.reading.links import IIIF_VIEWER, xywh
+
+    links = Links.at("http://room/")
+    region = xywh((10.4, 20.0, 110.6, 45.2))
+    assert region == "10,20,101,25"
+    state = content_state(links.manifest("r1"), links.canvas("r1", 2), region)
+    encoded = encode_content_state(state)
+    assert set(encoded) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    decoded = decode_content_state(encoded)
+    assert decoded == state and decoded["motivation"] == ["contentState"]
+    assert decoded["target"]["id"] == "http://room/iiif/canvas/r1/p2#xywh=10,20,101,25"
+    assert decoded["target"]["partOf"] == [{"id": "http://room/iiif/manifest/r1", "type": "Manifest"}]
+    assert links.viewer(encoded) == IIIF_VIEWER + encoded
+    assert links.image_region("r1", 2, (10.4, 20.0, 110.6, 45.2)) == \
+        "http://room/iiif/3/r1-p0002#xywh=10,20,101,25"
