@@ -37,7 +37,10 @@ def answer_links(settings: MabillonSettings, package: EvidencePackage) -> list[t
     links = room(settings)
     if links is None or not package.query_id:
         return []
+    # a manifest only where a citation sits on a page (a box): the room serves none without a
+    # canvas, and text records have none
+    on_pages = any(span.bbox for doc in package.documents for span in doc.evidence)
     return [("evidence of this answer in the reading room", links.evidence(package.query_id)),
-            ("IIIF manifest", links.query_manifest(package.query_id)),
+            *([("IIIF manifest", links.query_manifest(package.query_id))] if on_pages else []),
             *((f"references ({label})", links.export_query(fmt, package.query_id))
               for fmt, label in EXPORTS)]

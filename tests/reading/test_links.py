@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from flows.artifacts.links import answer_links, document_link
-from schemas.query import Cost, EvidenceDocument, EvidencePackage
+from schemas.query import Cost, EvidenceDocument, EvidencePackage, EvidenceSpan
 from schemas.settings import MabillonSettings, ReadingRoomSettings
 from tasks.reading.links import Links
 
@@ -11,9 +11,10 @@ def settings(url: str | None) -> MabillonSettings:
     return MabillonSettings(reading_room=ReadingRoomSettings(url=url))
 
 
-def package(query_id: str | None) -> EvidencePackage:
+def package(query_id: str | None, box: list[float] | None = None) -> EvidencePackage:
+    span = EvidenceSpan(chunk_id="c", page=1, bbox=box, char_start=0, char_end=4, text="mots")
     docs = [EvidenceDocument(doc_id=d, rank=n, corpus=None, date=None, revision=None, digest=None,
-                             status="accepted", confirmations=1)
+                             status="accepted", confirmations=1, evidence=[span])
             for n, d in enumerate(["a/one", "b/two"], 1)]
     return EvidencePackage(question="q?", generation="g0001", space_id="s", provider="rules",
                            documents=docs, accepted=[], held=[], rejected=[], rejected_docs=[],
@@ -21,12 +22,18 @@ def package(query_id: str | None) -> EvidencePackage:
 
 
 def test_each_document_links_to_its_place_on_the_evidence_page():
-    p, room = package("20260101T000000-abcdef12-123456"), settings("http://room:4300/")
+    p, room = package("20260101T000000-abcdef12-123456", [10, 20, 300, 80]), settings("http://room:4300/")
     urls = [document_link(room, p, d, "http://prefect/lineage")[1] for d in p.documents]
     assert urls == ["http://room:4300/queries/20260101T000000-abcdef12-123456#doc-1",
                     "http://room:4300/queries/20260101T000000-abcdef12-123456#doc-2"]
     assert ("IIIF manifest", "http://room:4300/iiif/query/20260101T000000-abcdef12-123456/manifest"
             ) in answer_links(room, p)
+
+
+def test_an_answer_citing_no_page_links_no_manifest():
+    # text records have no canvas, and the room serves no manifest without one
+    labels = [label for label, _ in answer_links(settings("http://room:4300"), package("q-1"))]
+    assert "IIIF manifest" not in labels and labels[0] == "evidence of this answer in the reading room"
 
 
 def test_without_a_reading_room_documents_link_to_the_lineage():
