@@ -58,6 +58,7 @@ TEXTS = ["registre-1793", "affiche-1848", "etat-civil-1854", "cahier-doleances-1
          "lettre-prefet-1871", "note-service-1952", "courrier-canton-1902"]
 CONFIGS = [("local", 1), ("local", 2), ("dask", 1), ("dask", 2)]
 PAGES_PER_TASK: int | None = None  # --pages-per-task; None: the setting's default
+WARM_RELEASE: Path | None = None  # --warm-release: the folder released first on the same workers
 
 
 def make_inputs(root: Path, pages: int, docs: int) -> tuple[Path, list[Path], list[str]]:
@@ -128,13 +129,19 @@ def warm_runner(runner: str, workers: int) -> Iterator[tuple[dict, float]]:
         # as a task on each worker's own thread (client.run would block the worker's event loop)
         warm = max(client.gather([client.submit(warm_sandbox, 1, workers=[w], allow_other_workers=False,
                                                 pure=False) for w in client.scheduler_info()["workers"]]))
-        yield {"dask": DaskSettings(workers=workers, address=cluster.scheduler_address)}, warm
+        yield {"dask": DaskSettings(workers=workers, address=cluster.scheduler_address,
+                                     **({"pages_per_task": PAGES_PER_TASK} if PAGES_PER_TASK else {}))}, warm
 
 
 def ocr_path(folder: Path, root: Path, runner: str, workers: int, texts: list[str], per_doc: int) -> dict:
-    home = root / f"home-{runner}-{workers}"
+    home = Path(tempfile.mkdtemp(prefix=f"home-{runner}-{workers}-", dir=root))  # a configuration may repeat
     with warm_runner(runner, workers) as (overrides, warm_s):
         settings = settings_of(home, runner, workers, **overrides)
+        warm_release_s = None
+        if WARM_RELEASE:  # a first release of other pages on the same workers, outside the figure
+            start = time.perf_counter()
+            release([str(WARM_RELEASE)], settings=settings.model_copy(update={"home": Path(f"{home}-warm")}))
+            warm_release_s = time.perf_counter() - start
         result = release([str(folder)], settings=settings)
     pages = read_lineage_table(StoreLayout.from_settings(settings), result.generation, "pages").to_pylist()
     by_doc = {}
@@ -147,7 +154,7 @@ def ocr_path(folder: Path, root: Path, runner: str, workers: int, texts: list[st
                    key=lambda s: character_error_rate(texts[s], raw[0]))
         cers += [character_error_rate(t, r) for t, r in zip(texts[best:best + per_doc], raw)]
     return {"runner": runner, "workers": result.run.workers, "ocr_pages": result.run.ocr_pages,
-            "bytes": storage(home), "sandbox_start_s": warm_s,
+            "bytes": storage(home), "sandbox_start_s": warm_s, "warm_release_s": warm_release_s,
             "parse_s": result.run.stage_seconds["parse"], "stage_seconds": result.run.stage_seconds,
             "mean_cer": statistics.mean(cers)}
 
@@ -237,14 +244,19 @@ def main() -> int:
                         help="runner:workers pairs to measure, e.g. local:1,dask:1")
     parser.add_argument("--near-pages", type=int, default=14, help="pages of the baseline rerun before each configuration")
     parser.add_argument("--pages-per-task", type=int, default=None, help="Dask unit size (default: the setting's)")
+    parser.add_argument("--warm-release", type=int, default=0, metavar="PAGES",
+                        help="before each measured release, release PAGES other pages on the same workers "
+                             "(a long-lived runner: worker imports and Prefect's first task outside the figure)")
     args = parser.parse_args()
-    global PAGES_PER_TASK
+    global PAGES_PER_TASK, WARM_RELEASE
     PAGES_PER_TASK = args.pages_per_task
     results: dict = {"cpus": os.cpu_count(), "load_average_before": os.getloadavg(),
                      "pages": args.pages, "docs": args.docs}
     with tempfile.TemporaryDirectory(prefix="bench-scaleout-") as tmp:
         root = Path(tmp)
         folder, pngs, texts = make_inputs(root, args.pages, args.docs)
+        if args.warm_release:
+            WARM_RELEASE, _, _ = make_inputs(root / "warm", args.warm_release, 1)
         raw_s = raw_tesseract(pngs)
         results["raw_tesseract_s"] = raw_s
         results["raw_tesseract_pages_s"] = args.pages / raw_s
@@ -262,9 +274,10 @@ def main() -> int:
             o["load_average"] = os.getloadavg()
             results["ocr"].append(o)
             print(f"{runner} {workers}: {o['pages_s']:.2f} pages/s ({o['vs_raw']:.2f}x raw)", file=sys.stderr)
-        local1 = next(o for o in results["ocr"] if o["runner"] == "local" and o["workers"] == 1)
-        dask1 = next(o for o in results["ocr"] if o["runner"] == "dask" and o["workers"] == 1)
-        results["dask_1_vs_local_1"] = dask1["pages_s"] / local1["pages_s"]
+        for n in (1, 2):  # the Dask runner against the local one, same worker count, same run
+            rate = {o["runner"]: o["pages_s"] for o in results["ocr"] if o["workers"] == n}
+            if {"local", "dask"} <= rate.keys():
+                results[f"dask_{n}_vs_local_{n}"] = rate["dask"] / rate["local"]
         if not args.skip_embed and CORPUS.exists():
             chunks, space_id, segmenter_id = corpus_chunks(args.embed_records)
             results["embedding"] = [embedding(chunks, space_id, segmenter_id, root, runner, workers)
