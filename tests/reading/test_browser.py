@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -251,7 +252,7 @@ def test_every_evidence_page_shows_its_first_accepted_passage_at_a_glance(served
             assert page.evaluate("document.documentElement.scrollHeight") <= 2 * VIEWPORT["height"]
         if name.startswith("paged"):
             assert page.locator('section.doc[data-status="accepted"]').count() == 5 or name == "paged-2"
-            assert "page " + name[-1] + " sur 2" in text
+            assert re.search(f"page {name[-1]} sur [2-9]", text), text[:300]
         if name == "dated":  # every accepted document shown is dated 1850 to 1960
             dates = page.locator('section.doc[data-status="accepted"] p.meta').all_inner_texts()
             assert dates and all(any(str(y) in d for y in range(1850, 1961)) for d in dates), dates

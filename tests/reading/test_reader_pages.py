@@ -96,13 +96,16 @@ def test_an_answer_runs_over_pages_of_five_accepted_documents(sample_home, asked
             assert r.status_code == 200, r.text
             return [int(x) for x, _, _ in SECTION.findall(r.text)], r.text
 
+        pages = -(-len(ranks) // 5)
+        assert pages >= 2
         first, html = page("")
-        assert first == ranks[:5] and "page 1 sur 2" in html and 'rel="next" href="?page=2"' in html
+        assert first == ranks[:5] and f"page 1 sur {pages}" in html and 'rel="next" href="?page=2"' in html
         second, html = page("?page=2")
-        assert second == ranks[5:10] and 'rel="prev" href="?"' in html and 'rel="next"' not in html
-        assert page("?page=99")[0] == second  # past the last: the last
+        assert second == ranks[5:10] and 'rel="prev" href="?"' in html and ('rel="next"' in html) == (pages > 2)
+        assert page("?page=99")[0] == ranks[5 * (pages - 1):]  # past the last: the last
         dated, html = page("?date_from=1850&page=2")
-        expected = [d.rank for d in docs if d.date and d.date >= "1850"]
+        expected = sorted(d.rank for d in docs if d.date and d.date >= "1850")
+        assert len(expected) > 5  # two pages of dated documents
         assert dated == expected[5:10] and 'href="?date_from=1850"' in html  # paging keeps the filter
         assert "class=\"others\"" not in html
 
