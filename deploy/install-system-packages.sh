@@ -12,6 +12,9 @@ has_tessdata osd || need+=(tesseract-ocr-osd)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf ] || need+=(fonts-dejavu-core)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v python3.11 >/dev/null 2>&1 || need+=(python3.11 python3.11-venv)
+# libmagic for python-magic (the IIIF Image API validator's tests), npm for Mirador in the viewer test
+ldconfig -p 2>/dev/null | grep -q "libmagic.so.1 " || need+=(libmagic1)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 # Postgres server programs (initdb, pg_ctl) for deploy/stack.py and its test; Debian keeps them
 # under /usr/lib/postgresql/<version>/bin, off PATH. runuser (util-linux) runs them as `postgres`.
 command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
