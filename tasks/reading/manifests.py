@@ -25,6 +25,7 @@ from tasks.reading.catalog import RevisionInfo
 from tasks.reading.links import Links, xywh
 from tasks.reading.room import NotFound, PageFace, ReadingRoom, Visible
 from tasks.reading.views import EvidenceView
+from tasks.reading.wording import plain_why
 from tasks.reading.words import union
 
 LANGUAGE = "fr"  # the corpora are French; labels of ours are "none" (identifiers, numbers)
@@ -132,7 +133,8 @@ def query_manifest(room: ReadingRoom, view: Visible, links: Links, record: Query
                           citation.crop.y + r.y + r.h) for r in citation.words])
             if box is None:
                 continue
-            why = f" — {doc.rationales[0]}" if doc.rationales else ""
+            said = plain_why(doc.rationales, doc.confirmations)  # the reader's words, as in the room
+            why = f" — {said}" if said else ""
             anno_page = links.annotation_page(f"query-{record.query_id}", "citations")
             # commenting: a viewer lists it beside the box it draws (highlighting it does not)
             made.add_annotation(Annotation(

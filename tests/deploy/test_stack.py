@@ -143,8 +143,12 @@ def test_the_worker_runs_the_ingest_deployment_and_a_generation_is_published(run
     assert "published and serving" in summary[0]["data"]
     if RUNNER == "dask":  # the run reports the runner it ran on
         assert "dask" in summary[0]["data"]
-    worker_log = (state / "logs" / "mabillon-worker-1.log").read_text()
-    assert f"submitting flow run '{run.id}'" in worker_log
+    # the worker's own log line may reach its file after the run's state does (a loaded machine)
+    line, log = f"submitting flow run '{run.id}'", state / "logs" / "mabillon-worker-1.log"
+    deadline = time.monotonic() + 60
+    while line not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert line in log.read_text(), log.read_text()[-2000:]
     done = subprocess.run([str(MABILLON), "generations", "--home", str(state / "home"), "--json"],
                           env=env, capture_output=True, text=True, timeout=120)
     generations = json.loads(done.stdout)

@@ -242,6 +242,12 @@ def test_a_query_manifest_adds_one_annotation_per_citation_on_the_cited_words(ro
     first_doc, first = cited[0]
     x0 = min(first["crop"]["x"] + r["x"] for r in first["words"])
     assert f"#xywh={int(x0)}," in annotations[0]["target"]
+    from tasks.reading.wording import plain_why
+
+    # the body says why in the reader's words, as the evidence page does, not the judge's labels
+    said = annotations[0]["body"]["value"]
+    assert plain_why(first_doc["rationales"], first_doc["confirmations"]) in said
+    assert first_doc["rationales"][0] not in said
 
 
 # ---- evidence pages ------------------------------------------------------------------------
