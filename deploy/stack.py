@@ -257,7 +257,10 @@ def cmd_start(args: argparse.Namespace) -> int:
     wait_for(lambda: httpx.get(f"{api_url}/health", timeout=2).status_code == 200,
              "Prefect server", args.timeout, stack.logs / "server.log", record["server_pid"])
     ensure_pool(api_url, args.pool)
-    worker_env = stack.env(api_url, {"MABILLON_HOME": record["home"]} if record["home"] else None)
+    # a worker's log file is its console: what it submits is written there whatever a CLI
+    # command in the starting process quietened (flows/cli/quiet.py sets the console to CRITICAL)
+    worker_env = stack.env(api_url, {"PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "INFO",
+                                     **({"MABILLON_HOME": record["home"]} if record["home"] else {})})
     names = [f"{args.pool}-worker-{i}" for i in range(1, args.workers + 1)]
     record["worker_pids"] = {}
     for name in names:
