@@ -8,23 +8,9 @@ a rerun finds every answer that was fetched and asks Gallica only for the rest.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
-
-def write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as sink:
-            sink.write(data)
-            sink.flush()
-            os.fsync(sink.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+from tasks.store.atomic import atomic_write_bytes
 
 
 class FetchCache:
@@ -52,6 +38,6 @@ class FetchCache:
         digest = hashlib.sha256(data).hexdigest()
         blob = self.blob(digest)
         if not blob.exists():
-            write_atomically(blob, data)
-        write_atomically(self._index(key), digest.encode("ascii"))
+            atomic_write_bytes(blob, data)
+        atomic_write_bytes(self._index(key), digest.encode("ascii"))
         return digest
