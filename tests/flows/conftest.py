@@ -197,3 +197,13 @@ def headless_chromium(profile: Path, height: int = 1000):
             yield browser.new_page()
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def prefect_client(settings):
+    """A synchronous Prefect client inside `settings` (a `temporary_settings(...)` naming a
+    test server): one client per block, the settings undone when it closes."""
+    from prefect.client.orchestration import get_client
+
+    with settings, get_client(sync_client=True) as client:
+        yield client

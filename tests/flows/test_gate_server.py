@@ -12,7 +12,7 @@ import pytest
 import yaml
 from prefect.client.schemas.objects import StateType
 
-from tests.flows.conftest import OPERATOR_TOKEN, artifacts_of, headless_chromium
+from tests.flows.conftest import OPERATOR_TOKEN, artifacts_of, headless_chromium, prefect_client
 from tests.flows.test_deployments import serving_generation
 from tests.flows.test_ui import sign_in
 
@@ -27,19 +27,7 @@ def signed_in(server):
 
 
 def client_for(server):
-    from prefect.client.orchestration import get_client
-
-    class Scoped:
-        def __enter__(self):
-            self._settings = signed_in(server)
-            self._settings.__enter__()
-            self._client = get_client(sync_client=True)
-            return self._client.__enter__()
-
-        def __exit__(self, *exc):
-            self._client.__exit__(*exc)
-            self._settings.__exit__(*exc)
-    return Scoped()
+    return prefect_client(signed_in(server))
 
 
 def start_gated_release(server, records: list[dict], folder: Path, **options):

@@ -23,7 +23,7 @@ from prefect.client.schemas.objects import StateType
 
 from schemas.settings import PROJECT_ROOT, MabillonSettings
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
-from tests.flows.conftest import free_port, stop_group
+from tests.flows.conftest import free_port, prefect_client, stop_group
 
 pytestmark = pytest.mark.slow
 
@@ -75,20 +75,9 @@ def served(cli_prefect, gate_home):
 
 
 def _client(server):
-    from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    class Scoped:
-        def __enter__(self):
-            self._settings = temporary_settings({PREFECT_API_URL: server.api_url})
-            self._settings.__enter__()
-            self._client = get_client(sync_client=True)
-            return self._client.__enter__()
-
-        def __exit__(self, *exc):
-            self._client.__exit__(*exc)
-            self._settings.__exit__(*exc)
-    return Scoped()
+    return prefect_client(temporary_settings({PREFECT_API_URL: server.api_url}))
 
 
 def _deployment(server, flow_name: str):
