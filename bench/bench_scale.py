@@ -140,7 +140,7 @@ def build(size: int, workdir: Path, base_home: Path, args) -> dict:
     from schemas.indexes import IndexSettings
     from schemas.lineage import chunk_table_schema
     from schemas.settings import MabillonSettings
-    from tasks.query.indexing import LEXICAL_COLUMNS, index_generation
+    from tasks.index.generation_indexes import LEXICAL_COLUMNS, index_generation
     from tasks.store.lance_store import write_generation_table
     from tasks.store.layout import StoreLayout
     from tasks.store.manifests import read_manifest, write_manifest
@@ -210,7 +210,7 @@ def measure(home: Path, n_questions: int, overlap: bool) -> dict:
     from schemas.retrieval import Principal
     from schemas.settings import MabillonSettings
     from tasks.query.analysis import question_query
-    from tasks.query.dense import DensePlan
+    from tasks.index.dense_search import DensePlan
     from tasks.query.retriever import Retriever
 
     # one thread for the query encoder on a shared 2-core machine (docs/benchmarks.md); the
@@ -302,8 +302,9 @@ def measure(home: Path, n_questions: int, overlap: bool) -> dict:
 def bm25_overlap(r, qs: list[str]) -> float:
     """Top-10 chunks of the served on-disk channel (its bounded walk) against the in-memory one
     (`Bm25Index`, every posting scored) for the same principal (run after the RSS reading: the in-memory index is what does not scale)."""
-    from tasks.query.analysis import analyze, question_query
-    from tasks.query.bm25 import Bm25Index
+    from tasks.index.analyzer import analyze
+    from tasks.query.analysis import question_query
+    from tests.query.reference_bm25 import Bm25Index
     from tasks.query.retriever import _texts
     from tasks.query.view import best_rows, top_rows
 

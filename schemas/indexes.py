@@ -97,7 +97,7 @@ class LexicalBuild(BaseModel):
 
 class LexicalIndex(LexicalBuild):
     kind: Literal["postings-v1"] = "postings-v1"
-    analyzer: str  # analyzer id (tasks.query.analysis.analyzer_id)
+    analyzer: str  # analyzer id (tasks.index.analyzer.analyzer_id)
     stem: bool
     char_ngrams: int
     # BM25 document frequencies and lengths are taken over the principal's allowed rows at

@@ -22,7 +22,7 @@ from tasks.ingest.crash_points import crash_point
 from tasks.ingest.merge import Base, StagedGeneration
 from tasks.markup import md_code, md_text
 from tasks.ops.disclosure import quarantine_markdown
-from tasks.query.indexing import LEXICAL_COLUMNS, index_generation
+from tasks.index.generation_indexes import LEXICAL_COLUMNS, index_generation
 from tasks.store.lance_store import write_generation_table
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout
 from tasks.store.integrity import record_digests, verify_generation

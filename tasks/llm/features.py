@@ -19,7 +19,8 @@ import numpy as np
 from schemas.query import HitView, StepContext
 from tasks.llm import cues
 from tasks.llm.rules import briefing_entities, date_window
-from tasks.query.analysis import question_query, words
+from tasks.index.analyzer import words
+from tasks.query.analysis import question_query
 
 NAN = float("nan")
 TOOLS = ("warm", "bm25", "dense", "date_range", "substring")

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from schemas.indexes import IndexSettings
 from schemas.retrieval import RetrievalSettings
 from tasks.ops.redact import needles_for, redact_records
-from tasks.query.indexing import LEXICAL_COLUMNS, index_generation
+from tasks.index.generation_indexes import LEXICAL_COLUMNS, index_generation
 from tasks.store.atomic import atomic_write_text
 from tasks.store.lance_store import delete_generation_tag, prune_untagged_versions, rewrite_generation_table
 from tasks.store.layout import StoreLayout

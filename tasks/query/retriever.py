@@ -29,12 +29,15 @@ from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable, sear
 from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
 from tasks.heap import release_freed_memory
-from tasks.query import dense as dense_mod
-from tasks.query.analysis import analyze, named_corpora, question_query
-from tasks.query.authorize import allowed_set
+from tasks.index import dense_search as dense_mod
+from tasks.index.analyzer import analyze
+from tasks.index.dense_build import has_dense_index
+from tasks.index.lexical_build import build_index
+from tasks.index.lexical_format import chunk_digest, lexical_folder
+from tasks.index.postings import PostingsIndex
+from tasks.query.analysis import named_corpora, question_query
+from tasks.query.authorize import allowed_set, sql_literal
 from tasks.query.fusion import balance, rrf
-from tasks.query.indexing import has_dense_index, lexical_folder
-from tasks.query.lexical_index import PostingsIndex, build_index, chunk_digest
 from tasks.query.substring import candidate_rows, normalize, occurrence_counts
 from tasks.query.temporal import decay_scores
 from tasks.query.view import GenerationView, best_rows, first_rows, max_pool, top_rows
@@ -65,6 +68,19 @@ def _channel_pool() -> ThreadPoolExecutor:
             _CHANNELS = (os.getpid(), ThreadPoolExecutor(max_workers=4,
                                                          thread_name_prefix="mabillon-dense"))
         return _CHANNELS[1]
+
+
+def filter_clause(allowed_where: str, corpus: str | None = None, date_from: str | None = None,
+                  date_to: str | None = None) -> str:
+    """The principal's clause narrowed by corpus and an inclusive ISO date range."""
+    parts = [f"({allowed_where})"]
+    if corpus is not None:
+        parts.append(f"corpus = {sql_literal(corpus)}")
+    if date_from is not None:
+        parts.append(f"date >= {sql_literal(date_from)}")
+    if date_to is not None:
+        parts.append(f"date <= {sql_literal(date_to)}")
+    return " AND ".join(parts)
 
 
 class NoServingGeneration(LookupError):
@@ -257,7 +273,7 @@ class Retriever:
         visible = int(mask.sum())
         if visible == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        where = dense_mod.filter_clause(self._where, corpus, date_from, date_to)
+        where = filter_clause(self._where, corpus, date_from, date_to)
         vector = self.query_vector(query)
         if self.dense_plan.ann and not self.dense_plan.use_index(visible) \
                 and EXACT_FEW_ALLOWED not in self.index_flags:

@@ -9,20 +9,13 @@ exact: the narrowing never drops a row that contains the needle.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import numpy as np
 
-from tasks.query.analysis import fold
+from tasks.index.analyzer import TOKEN, normalize
 
-_SPACE = re.compile(r"\s+")
-TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 NARROW_ENOUGH = 5_000  # candidate rows below which further (wide) anchors are not worth reading
-
-
-def normalize(text: str) -> str:
-    return _SPACE.sub(" ", fold(text)).strip()
 
 
 def anchors(needle: str) -> list[tuple[str, str]]:

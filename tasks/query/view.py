@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.retrieval import ChunkHit, DocHit
+from tasks.index.access_classes import AccessClass, access_of, dictionary_codes
 from tasks.query.validity import ValidityWindow
 
 META_COLUMNS = ["chunk_id", "doc_id", "corpus", "date", "tenant", "groups", "ordinal"]
@@ -25,7 +26,6 @@ VALIDITY_COLUMNS = ["valid_from", "valid_to"]  # absent from generations publish
 HIT_COLUMNS = ["text", "char_start", "char_end", "page_start"]
 
 NO_DAY = np.iinfo(np.int32).min  # a missing or unparseable date
-NO_POLICY = -1  # a row whose tenant or groups are missing: no principal may see it
 
 Fetch = Callable[[np.ndarray, list[str]], pa.Table]  # rows (positions) → those columns, in order
 
@@ -51,23 +51,6 @@ def to_day(date: str | None) -> int | None:
         return None
 
 
-def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list]:
-    """Dictionary codes (int32, -1 for null) and the distinct values."""
-    enc = pc.dictionary_encode(column)
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.combine_chunks() if enc.num_chunks else pa.array([], pa.dictionary(pa.int32(), pa.string()))
-    codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-    return codes, enc.dictionary.to_pylist()
-
-
-@dataclass(frozen=True)
-class AccessClass:
-    """One (tenant, groups) combination some rows share: what authorization decides on."""
-
-    tenant: str | None
-    groups: tuple[str, ...]
-
-
 @dataclass
 class GenerationView:
     chunk_ids: pa.Array  # row → chunk id
@@ -89,9 +72,9 @@ class GenerationView:
     def from_table(cls, table: pa.Table, fetch: Fetch | None = None,
                    row_ids: np.ndarray | None = None) -> "GenerationView":
         """From the metadata columns of a generation (`fetch` defaults to reading `table`)."""
-        doc_codes, doc_ids = _codes(table.column("doc_id"))
-        corpus_codes, corpus_names = _codes(table.column("corpus"))
-        date_codes, date_values = _codes(table.column("date"))
+        doc_codes, doc_ids = dictionary_codes(table.column("doc_id"))
+        corpus_codes, corpus_names = dictionary_codes(table.column("corpus"))
+        date_codes, date_values = dictionary_codes(table.column("date"))
         value_days = np.array([d if (d := to_day(v)) is not None else NO_DAY for v in date_values],
                               dtype=np.int32)
         days = np.where(date_codes >= 0, value_days[np.maximum(date_codes, 0)] if value_days.size
@@ -221,25 +204,6 @@ class GenerationView:
         return DocHit(doc_id=self.doc_of(row), score=float(score), rank=rank,
                       best_chunk_id=self.chunk_ids[row].as_py(),
                       corpus=self.corpus_names[self.corpus_codes[row]], date=self.date_of(row))
-
-
-def access_of(table: pa.Table) -> tuple[np.ndarray, list[AccessClass]]:
-    """Rows grouped by (tenant, groups) as stored; each class keeps one row's actual values, so
-    authorization decides on the real metadata, never on a reparsed key."""
-    groups = table.column("groups")
-    joined = pc.binary_join(groups, "\x1f")  # null or empty lists → null/"" (no group)
-    key = pc.binary_join_element_wise(table.column("tenant"), joined, "\x1e")
-    codes, _ = _codes(key)
-    uniq, first = np.unique(codes, return_index=True)
-    classes: list[AccessClass] = []
-    remap = np.full(max(int(uniq.max()) + 1, 1) if uniq.size else 1, NO_POLICY, np.int32)
-    tenants, lists = table.column("tenant"), groups
-    for code, row in zip(uniq.tolist(), first.tolist()):
-        if code < 0:
-            continue  # tenant or groups null: no policy, never visible
-        remap[code] = len(classes)
-        classes.append(AccessClass(tenants[row].as_py(), tuple(lists[row].as_py() or ())))
-    return np.where(codes >= 0, remap[np.maximum(codes, 0)], NO_POLICY).astype(np.int32), classes
 
 
 def top_rows(scores: np.ndarray, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from schemas.query import LoopParams
 from tasks.llm.replay import ReplayProvider
 from tasks.llm.rules import RulesProvider
 from tasks.query.authorize import sql_literal
-from tasks.query.dense import filter_clause
+from tasks.query.retriever import filter_clause
 from tasks.query.loop import answer_question
 from tasks.store.layout import StoreLayout
 from tests.query.conftest import DOCS, PUBLIC, make_retriever

@@ -80,7 +80,7 @@ def test_delete_masks_at_once_publishes_without_it_and_purges_every_copy(publish
     assert SECRET["doc_id"] not in read_lineage_table(layout, "g0001", "sources")["doc_id"].to_pylist()
     # the indexes of the rewritten generation were rebuilt over its remaining rows, with the
     # manifest's parameters, and the old ones are gone from disk
-    from tasks.query.lexical_index import PostingsIndex
+    from tasks.index.postings import PostingsIndex
     from tasks.store.manifests import read_manifest
 
     manifest = read_manifest(layout, "g0001")

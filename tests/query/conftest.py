@@ -40,7 +40,7 @@ DOCS = [
 
 def toy_vector(text: str) -> np.ndarray:
     """Hashed bag of folded words, unit norm: similar wording → similar vectors."""
-    from tasks.query.analysis import analyze
+    from tasks.index.analyzer import analyze
 
     v = np.zeros(DIM, dtype=np.float32)
     for t in analyze(text):

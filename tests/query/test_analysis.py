@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from tasks.query.analysis import analyze, char_ngrams, clean, fold, words
+from tasks.index.analyzer import analyze, char_ngrams, clean, fold, words
 
 
 def test_fold_removes_case_and_accents():

@@ -51,7 +51,7 @@ def test_principals_that_cannot_be_expressed_safely_are_refused(bad):
 def test_where_clause_and_mask_select_the_same_rows(tmp_path):
     import lancedb
 
-    from tasks.query.indexing import _scalar_indexes
+    from tasks.index.dense_build import _scalar_indexes
 
     t = table(["t1", "t1", "t2", None, "t1", "t1", "t1", "t1"],
               [["public"], ["secret"], ["public"], ["public"], [], ["staff", "z"], None, [None]],

@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.query.analysis import analyze
-from tasks.query.bm25 import Bm25Index, load_or_build
+from tasks.index.analyzer import analyze
+from tests.query.reference_bm25 import Bm25Index, load_or_build
 
 TEXTS = ["Floquet président de la Chambre", "budget de la guerre", "Floquet Floquet budget",
          "séance levée"]

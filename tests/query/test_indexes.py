@@ -15,16 +15,17 @@ from schemas.indexes import IndexSettings, IndexUnavailable, search_defaults
 from schemas.retrieval import Principal
 from schemas.settings import LlmSettings
 from tasks.llm.registry import make_provider
-from tasks.query.analysis import analyze
-from tasks.query.bm25 import Bm25Index
-from tasks.query.lexical_index import PostingsIndex, build_index
+from tasks.index.analyzer import analyze
+from tasks.index.lexical_build import build_index
+from tasks.index.postings import PostingsIndex
 from tasks.query.loop import answer_question
 from tasks.query.retriever import Retriever, drop_caches
-from tasks.query.substring import normalize
+from tasks.index.analyzer import normalize
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_source_diff
 from tasks.store.location import open_location
 from tasks.store.manifests import read_manifest
+from tests.query.reference_bm25 import Bm25Index
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
 from tests.query.conftest import PUBLIC as TOY_READER, make_retriever
 
@@ -123,7 +124,7 @@ def _big_toy_table(copies: int = 80):
 def _ann_table(path: Path):
     import lancedb
 
-    from tasks.query.indexing import build_dense
+    from tasks.index.dense_build import build_dense
 
     table = _big_toy_table()
     lt = lancedb.connect(str(path)).create_table("chunks", table)
@@ -134,7 +135,7 @@ def _ann_table(path: Path):
 def test_an_unreadable_vector_index_serves_exact_search_with_a_flag_in_the_evidence(tmp_path: Path):
     import lancedb
 
-    from tasks.query.dense import DensePlan
+    from tasks.index.dense_search import DensePlan
 
     table, dense = _ann_table(tmp_path / "lance")
     assert dense.search == "ann" and dense.params["num_partitions"] == 4
@@ -166,7 +167,7 @@ def test_an_unreadable_vector_index_serves_exact_search_with_a_flag_in_the_evide
 def test_ann_prefilter_returns_the_k_best_allowed_rows_at_every_selectivity(tmp_path: Path):
     import lancedb
 
-    from tasks.query.dense import DensePlan
+    from tasks.index.dense_search import DensePlan
 
     table, dense = _ann_table(tmp_path / "lance")
     lt = lancedb.connect(str(tmp_path / "lance")).open_table("chunks")
@@ -190,7 +191,7 @@ def test_the_index_probes_the_planned_partitions_and_fetches_ids_and_distances_o
 
     import lancedb
 
-    from tasks.query.dense import DensePlan, vector_query
+    from tasks.index.dense_search import DensePlan, vector_query
 
     table, dense = _ann_table(tmp_path / "lance")
     lt = lancedb.connect(str(tmp_path / "lance")).open_table("chunks")
@@ -208,7 +209,7 @@ def test_a_dense_search_names_the_columns_it_reads_so_lance_warns_of_nothing(tmp
     stops adding it, and the similarities would go missing."""
     import lancedb
 
-    from tasks.query.dense import DensePlan, search, vector_query
+    from tasks.index.dense_search import DensePlan, search, vector_query
 
     table, dense = _ann_table(tmp_path / "lance")
     lt = lancedb.connect(str(tmp_path / "lance")).open_table("chunks")
@@ -237,7 +238,7 @@ def test_ann_results_are_the_best_allowed_rows(ann_home: Path):
 
 
 def test_refinement_re_ranks_at_most_refine_rows_candidates_and_the_plan_follows_the_settings(ann_home: Path):
-    from tasks.query.dense import DensePlan
+    from tasks.index.dense_search import DensePlan
 
     plan = DensePlan(ann=True, refine_factor=10, refine_rows=1000, nprobes=24, partitions=1000,
                      rows=1_000_000)
@@ -263,7 +264,7 @@ def test_refinement_re_ranks_at_most_refine_rows_candidates_and_the_plan_follows
 def test_every_ann_type_of_the_settings_builds_and_is_recorded(tmp_path: Path):
     import lancedb
 
-    from tasks.query.indexing import build_dense
+    from tasks.index.dense_build import build_dense
 
     table = _big_toy_table(copies=40)
     for kind in ("IVF_RQ", "IVF_SQ", "IVF_PQ", "IVF_HNSW_SQ"):

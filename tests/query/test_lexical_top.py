@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tasks.query.lexical_index as lexical_index
-from tasks.query.analysis import analyze
-from tasks.query.lexical_index import PostingsIndex, build_index
+import tasks.index.postings as postings
+from tasks.index.analyzer import analyze
+from tasks.index.lexical_build import build_index
+from tasks.index.postings import PostingsIndex
 from tasks.store.location import open_location
 
 ROWS = 24_000
@@ -117,7 +118,7 @@ def test_document_frequencies_follow_the_principal_not_the_collection(corpus):
 
 def test_many_hidden_rows_are_counted_on_the_postings(corpus, monkeypatch):
     index, classes, _, _ = corpus
-    monkeypatch.setattr(lexical_index, "MAX_CORRECTED_ROWS", 10)
+    monkeypatch.setattr(postings, "MAX_CORRECTED_ROWS", 10)
     index._excluded.clear()
     mask = _masks(classes)["all less tombstones"]
     for query in QUERIES:

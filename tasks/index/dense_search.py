@@ -1,4 +1,4 @@
-"""Dense channel: LanceDB vector search with the access policy as a prefilter.
+"""Dense index search: LanceDB vector search with the caller's filter as a prefilter.
 
 Exact (flat) search below the generation's ANN threshold, as the index contract records; above
 it, the ANN index with `nprobes` / `refine_factor` from the settings. Either way the filter is a
@@ -11,9 +11,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from tasks.query.authorize import sql_literal
-
 
 @dataclass(frozen=True)
 class DensePlan:
@@ -47,19 +44,6 @@ class DensePlan:
         """The refine factor for a search of `limit` rows: `refine_factor`, capped so that at
         most max(limit, refine_rows) candidates are re-ranked on their full vectors."""
         return max(1, min(self.refine_factor, self.refine_rows // max(1, limit)))
-
-
-def filter_clause(allowed_where: str, corpus: str | None = None, date_from: str | None = None,
-                  date_to: str | None = None) -> str:
-    """The principal's clause narrowed by corpus and an inclusive ISO date range."""
-    parts = [f"({allowed_where})"]
-    if corpus is not None:
-        parts.append(f"corpus = {sql_literal(corpus)}")
-    if date_from is not None:
-        parts.append(f"date >= {sql_literal(date_from)}")
-    if date_to is not None:
-        parts.append(f"date <= {sql_literal(date_to)}")
-    return " AND ".join(parts)
 
 
 def vector_query(lance_table, vector: np.ndarray, where: str, limit: int, plan: DensePlan,

@@ -1,10 +1,7 @@
-"""Build and check a generation's indexes: the vector index on its Lance version, scalar indexes
-for the access prefilter, and the lexical postings under its index folder.
-
-Publish calls `index_generation` on the new table version before tagging it, so the tag names a
-version that carries its indexes; a purge that rewrites the version calls it again with the
-recorded parameters. What was built, with which parameters and how long it took, is the
-`IndexContract` in the generation manifest.
+"""Build and check a generation's vector index on its Lance version, with the scalar indexes
+that let Lance evaluate the access prefilter (and corpus/date filters) without scanning columns.
+Exact search below `IndexSettings.ann_min_rows`; what was built is the `DenseIndex` of the
+generation's index contract.
 """
 from __future__ import annotations
 
@@ -12,20 +9,9 @@ import logging
 import math
 import time
 
-import pyarrow as pa
-
-from schemas.indexes import DenseIndex, IndexContract, IndexSettings, LexicalIndex
-from schemas.retrieval import RetrievalSettings
-from tasks.query.analysis import analyzer_id
-from tasks.query.lexical_index import build_index
-from tasks.query.view import access_of
-from tasks.store.location import Location
+from schemas.indexes import DenseIndex, IndexSettings
 
 log = logging.getLogger(__name__)
-
-# What the lexical index is built from: the texts, and the access columns its per-class
-# document frequencies are counted by.
-LEXICAL_COLUMNS = ["chunk_id", "text", "tenant", "groups"]
 
 ANN_NAME = "vector_ann"
 # PQ trains 256 centroids per sub-vector (8 bits); a smaller table (an index forced on a
@@ -35,35 +21,6 @@ MIN_TRAIN_ROWS = 256
 # scanning the columns; built with the ANN index, where tables are large.
 SCALAR = {"tenant": "BITMAP", "groups": "LABEL_LIST", "doc_id": "BTREE", "corpus": "BITMAP",
           "date": "BTREE"}
-
-
-def lexical_folder(index_dir: Location, stem: bool, ngrams: int) -> Location:
-    return index_dir / f"lexical-{analyzer_id(stem, ngrams)}"
-
-
-def index_generation(lance_table, chunks: pa.Table, index_dir: Location, index: IndexSettings,
-                     retrieval: RetrievalSettings, like: IndexContract | None = None) -> IndexContract:
-    """Indexes for a freshly written version (`chunks`: its LEXICAL_COLUMNS, in row order).
-    With `like`, the same algorithm and parameters as a previous contract."""
-    dense = build_dense(lance_table, chunks.num_rows, index, like.dense if like else None)
-    stem, ngrams = ((like.lexical.stem, like.lexical.char_ngrams) if like and like.lexical
-                    else (retrieval.stem, retrieval.char_ngrams))
-    lexical = build_lexical(index_dir, chunks, stem, ngrams)
-    return IndexContract(dense=dense, lexical=lexical)
-
-
-def build_lexical(index_dir: Location, chunks: pa.Table, stem: bool, ngrams: int) -> LexicalIndex:
-    """The postings of `chunks` (LEXICAL_COLUMNS; without tenant and groups the index has one
-    access class, exact but slower for restricted principals)."""
-    folder = lexical_folder(index_dir, stem, ngrams)
-    texts = (t for batch in chunks.column("text").chunks for t in batch.to_pylist())
-    row_class = (access_of(chunks)[0] if {"tenant", "groups"} <= set(chunks.column_names) else None)
-    info = build_index(folder, texts, chunks.column("chunk_id"), stem=stem, ngrams=ngrams,
-                       row_class=row_class)
-    log.info("lexical index %s: %d rows, %d terms, %d postings in %.1f s", folder, info.rows,
-             info.terms, info.postings, info.build_s)
-    return LexicalIndex(analyzer=analyzer_id(stem, ngrams), stem=stem, char_ngrams=ngrams,
-                        path=folder.name, **info.model_dump())
 
 
 def build_dense(lance_table, rows: int, settings: IndexSettings, like: DenseIndex | None = None) -> DenseIndex:

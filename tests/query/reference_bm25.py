@@ -1,7 +1,7 @@
 """BM25 over chunks held in memory: a sparse term-frequency matrix, scored only inside the
-allowed rows. The serving channel reads the same statistics from disk
-(`tasks.query.lexical_index`); this one is its reference (tests, `bench/bench_scale.py`) and
-serves generations published before the index contract.
+allowed rows. The serving channel reads the same statistics from disk (`tasks.index.postings`);
+this one is its reference scorer (the tests, `bench/bench_scale.py`), and serves no production
+path.
 
 The index stores raw term frequencies (chunks × terms, CSC) and chunk lengths, not
 precomputed BM25 weights, so document frequency and average length are computed over the
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from tasks.query.analysis import analyze, analyzer_id
+from tasks.index.analyzer import analyze, analyzer_id
 from tasks.store.location import Location, open_location
 
 log = logging.getLogger(__name__)
