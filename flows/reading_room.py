@@ -602,7 +602,8 @@ def warm_up(room: ReadingRoom, settings: MabillonSettings,
     try:
         principal = default_principal(settings)
         room.visible(principal)
-        from tasks.query.retriever import NoServingGeneration, Retriever
+        from tasks.query.retriever import Retriever
+        from tasks.store.serving import NoServingGeneration
 
         try:
             retriever = Retriever.open(settings, principal)

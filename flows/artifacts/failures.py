@@ -22,7 +22,7 @@ def failure_words(exc: BaseException) -> str:
     from schemas.generation import ReconcileFailed, ValidationFailed
     from schemas.retrieval import AccessDenied
     from tasks.ops.switching import GenerationUnavailable
-    from tasks.query.retriever import NoServingGeneration
+    from tasks.store.serving import NoServingGeneration
     from tasks.store.atomic import LockTimeout
 
     from tasks.ops.canary import CanaryRefused

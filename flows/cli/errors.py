@@ -79,7 +79,7 @@ def explain(exc: BaseException) -> Explained:
     from schemas.retrieval import AccessDenied
     from tasks.ops.canary import CanaryRefused
     from tasks.ops.switching import GenerationUnavailable, NothingToRollBack
-    from tasks.query.retriever import NoServingGeneration
+    from tasks.store.serving import NoServingGeneration
     from tasks.query.validity import InvalidAsOf
     from tasks.store.atomic import LockTimeout
 

@@ -1,6 +1,6 @@
-"""CLI commands of operations: promote, rollback, canary, diff, shadow, delete, gc, pin.
+"""CLI commands of operations: promote, rollback, canary, diff, shadow, delete, gc, pin, reindex.
 
-`diff` reads the state files directly (no Prefect). The others that change state run their flow,
+`diff` reads the state files directly and `reindex` rebuilds one index in place (no Prefect). The others that change state run their flow,
 reporting to the Prefect server of a running `mabillon serve` when there is one.
 """
 from __future__ import annotations
@@ -77,6 +77,12 @@ def register(sub, common) -> None:
     p.add_argument("generation")
     p.add_argument("--unpin", action="store_true")
     p.set_defaults(func=cmd_pin)
+
+    p = add_command(sub, common, "reindex", "rebuild a published generation's lexical index in place "
+                    "(queries serve a missing one from a scratch copy, flagged, until then)",
+                    "mabillon reindex g0003")
+    p.add_argument("generation")
+    p.set_defaults(func=cmd_reindex)
 
 
 def _routing_text(r, changed: bool) -> str:
@@ -249,4 +255,14 @@ def cmd_pin(args: argparse.Namespace, settings: MabillonSettings) -> int:
 
     r = pin(_layout(settings), args.generation, pinned=not args.unpin)
     emit(args, r.model_dump(mode="json"), f"pinned: {', '.join(r.pinned) or '-'}")
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace, settings: MabillonSettings) -> int:
+    from tasks.ops.reindex import reindex_lexical
+
+    built = reindex_lexical(_layout(settings), args.generation, settings.retrieval)
+    emit(args, built.model_dump(mode="json"),
+         f"{args.generation}: lexical index {built.path} rebuilt ({built.rows} rows, "
+         f"{built.terms} terms, {built.build_s:.1f} s)")
     return 0

@@ -7,10 +7,16 @@ a filter that leaves few rows is searched exactly over those rows (`exact_below_
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable, search_defaults
+from tasks.index.dense_build import has_dense_index
+
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DensePlan:
@@ -75,3 +81,26 @@ def search(lance_table, vector: np.ndarray, where: str, limit: int, plan: DenseP
         res = vector_query(lance_table, vector, where, limit, plan, allowed_rows, widen=True).to_arrow()
     sims = 1.0 - res.column("_distance").to_numpy().astype(np.float32)
     return res.column("_rowid").to_numpy().astype(np.uint64), sims
+
+
+def dense_plan(generation: str, table, contract: IndexContract | None,
+               settings: IndexSettings) -> tuple[DensePlan, list[str]]:
+    """Search as the manifest records: the ANN index when the generation has one (and it is
+    really on the version), exact search otherwise."""
+    if contract is None or contract.dense.search != "ann":
+        return DensePlan(), []
+    if has_dense_index(table, contract.dense):
+        nprobes, refine_factor = search_defaults(contract.dense.algorithm, settings.nprobes,
+                                                 settings.refine_factor)
+        return DensePlan(ann=True, nprobes=nprobes, refine_factor=refine_factor,
+                         refine_rows=settings.refine_rows,
+                         partitions=int(contract.dense.params.get("num_partitions", 0)),
+                         rows=contract.dense.rows,
+                         exact_below_allowed=settings.exact_below_allowed), []
+    message = (f"generation {generation}: its {contract.dense.algorithm} vector index "
+               f"{contract.dense.name!r} is missing from the Lance version")
+    if settings.on_missing == "error":
+        raise IndexUnavailable(message + "; republish the generation, or set "
+                               "MABILLON_INDEX__ON_MISSING=exact to serve it by exact search")
+    log.error("%s; serving by exact search", message)
+    return DensePlan(), ["dense_index_missing_exact_search"]

@@ -25,13 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from schemas.embedding import EmbeddingSpaceMismatch
-from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable, search_defaults
+from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable
 from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
 from tasks.heap import release_freed_memory
 from tasks.index import dense_search as dense_mod
+from tasks.index.dense_search import dense_plan
 from tasks.index.analyzer import analyze
-from tasks.index.dense_build import has_dense_index
 from tasks.index.lexical_build import build_index
 from tasks.index.lexical_format import chunk_digest, lexical_folder
 from tasks.index.postings import PostingsIndex
@@ -81,10 +81,6 @@ def filter_clause(allowed_where: str, corpus: str | None = None, date_from: str 
     if date_to is not None:
         parts.append(f"date <= {sql_literal(date_to)}")
     return " AND ".join(parts)
-
-
-class NoServingGeneration(LookupError):
-    """Nothing has been published yet, so there is nothing to search."""
 
 
 class Retriever:
@@ -143,29 +139,13 @@ class Retriever:
         """
         from tasks.compiled_encoder import query_encoder
         from tasks.embedding import load_embedder
-        from tasks.store.lance_store import open_generation_table, serving_session
-        from tasks.store.layout import StoreLayout
-        from tasks.store.manifests import read_manifest
         from tasks.query.validity import resolve_as_of
-        from tasks.store.routing import read_routing
+        from tasks.store.serving import open_serving
 
         at = resolve_as_of(as_of, principal)  # before anything is read: a bad one changes nothing
-        layout = StoreLayout.from_settings(settings)
-        routed = None if generation else read_routing(layout).route_for(principal.groups)
-        gen = generation or (routed.generation if routed else None)
-        if gen is None:
-            raise NoServingGeneration(f"no generation serves under {layout.manifests}; "
-                                      "run `mabillon ingest` first")
-        manifest = read_manifest(layout, gen)
-        from tasks.store.integrity import verify_once
-
-        verify_once(layout, gen)  # a torn or changed file refuses the generation, never serves
-        # The encoder follows the generation (promotion and rollback switch both together);
-        # an encoder configured explicitly must match it, or the query is refused below.
-        chosen = settings.embedding
-        if "model" not in settings.embedding.model_fields_set:
-            chosen = settings.embedding.model_copy(update={"model": manifest.embedding_model})
-        embedder = query_encoder(layout.encoders, chosen, manifest.embedding_space) \
+        served = open_serving(settings, principal.groups, generation, excluded_doc_ids)
+        gen, manifest, chosen = served.generation, served.manifest, served.encoder
+        embedder = query_encoder(served.layout.encoders, chosen, manifest.embedding_space) \
             if chosen.model == manifest.embedding_model else load_embedder(chosen)
         if embedder.space.space_id != manifest.embedding_space.space_id:
             raise EmbeddingSpaceMismatch(
@@ -173,19 +153,15 @@ class Retriever:
                 f"(space {manifest.embedding_space.space_id}) but the query encoder is "
                 f"{embedder.space.model_name} (space {embedder.space.space_id}); set "
                 "MABILLON_EMBEDDING__MODEL to the generation's model or query another generation")
-        if excluded_doc_ids is None:
-            from tasks.store.tombstones import read_tombstones
-
-            excluded_doc_ids = read_tombstones(layout).doc_ids
-        table = open_generation_table(layout, gen, serving_session(settings.index.cache_mb))
-        view = _load_view(str(layout.lance), gen, table)
-        plan, flags = _dense_plan(gen, table, manifest.indexes, settings.index)
+        table = served.table
+        view = _load_view(str(served.layout.lance), gen, table)
+        plan, flags = dense_plan(gen, table, manifest.indexes, settings.index)
         return cls(generation=gen, space_id=manifest.embedding_space.space_id, view=view,
                    lance_table=table, embed_queries=embedder.embed_queries,
                    principal=principal, retrieval=settings.retrieval,
-                   index_dir=layout.index_dir(gen), excluded_doc_ids=excluded_doc_ids,
+                   index_dir=served.index_dir, excluded_doc_ids=served.excluded_doc_ids,
                    dense_plan=plan, contract=manifest.indexes, index_settings=settings.index,
-                   index_flags=flags, as_of=at, route=routed.route if routed else "requested")
+                   index_flags=flags, as_of=at, route=served.route)
 
     # shared ---------------------------------------------------------------------------------
     @property
@@ -442,7 +418,7 @@ _QUERY_LOCK = threading.Lock()
 # `exact_below_allowed` rows (IndexSettings): exact, and cheaper than probing partitions.
 EXACT_FEW_ALLOWED = "dense_exact_search_few_allowed_rows"
 _LEXICAL: dict[tuple[str, str], PostingsIndex] = {}
-_SCRATCH: dict[tuple[str, str], tempfile.TemporaryDirectory] = {}  # indexes of views without a home
+_SCRATCH: dict[tuple[str, str], tempfile.TemporaryDirectory] = {}  # indexes built by this process
 
 
 def _load_view(lance_path: str, generation: str, table) -> GenerationView:
@@ -454,29 +430,6 @@ def _load_view(lance_path: str, generation: str, table) -> GenerationView:
     return _VIEWS[key]
 
 
-def _dense_plan(generation: str, table, contract: IndexContract | None,
-                settings: IndexSettings) -> tuple[dense_mod.DensePlan, list[str]]:
-    """Search as the manifest records: the ANN index when the generation has one (and it is
-    really on the version), exact search otherwise."""
-    if contract is None or contract.dense.search != "ann":
-        return dense_mod.DensePlan(), []
-    if has_dense_index(table, contract.dense):
-        nprobes, refine_factor = search_defaults(contract.dense.algorithm, settings.nprobes,
-                                                 settings.refine_factor)
-        return dense_mod.DensePlan(ann=True, nprobes=nprobes, refine_factor=refine_factor,
-                                   refine_rows=settings.refine_rows,
-                                   partitions=int(contract.dense.params.get("num_partitions", 0)),
-                                   rows=contract.dense.rows,
-                                   exact_below_allowed=settings.exact_below_allowed), []
-    message = (f"generation {generation}: its {contract.dense.algorithm} vector index "
-               f"{contract.dense.name!r} is missing from the Lance version")
-    if settings.on_missing == "error":
-        raise IndexUnavailable(message + "; republish the generation, or set "
-                               "MABILLON_INDEX__ON_MISSING=exact to serve it by exact search")
-    log.error("%s; serving by exact search", message)
-    return dense_mod.DensePlan(), ["dense_index_missing_exact_search"]
-
-
 def _texts(view: GenerationView) -> Iterator[str]:
     for start in range(0, len(view), 50_000):
         rows = np.arange(start, min(start + 50_000, len(view)))
@@ -484,20 +437,19 @@ def _texts(view: GenerationView) -> Iterator[str]:
 
 
 def _lexical_index(r: "Retriever", stem: bool, ngrams: int) -> PostingsIndex:
-    """Open the generation's index for this analysis; build it where the generation records
-    none for it (published before the index contract, or another analysis); a recorded one
-    that is missing or unreadable is rebuilt from the generation's texts (flagged) or refused."""
+    """Open the generation's index for this analysis.
+
+    The query side never writes into a published generation. Where the index is missing,
+    unreadable or indexes other rows, the generation is served exactly from a scratch index this
+    process builds from its texts — flagged `lexical_index_rebuilt` when the generation records
+    that index, refused instead under `on_missing=error` — until an operator rebuilds it in
+    place (`mabillon reindex GENERATION`). A generation that records no index for this analysis
+    (published before the index contract, or another analysis configured) is served the same
+    way, unflagged: nothing of it is damaged."""
     view = r.view
     digest = chunk_digest(view.chunk_ids)
-    if r._index_dir is None:  # a view without a warehouse (tests, tools): a scratch folder
-        key = (r.generation, f"{digest}-{stem}-{ngrams}")
-        if key not in _LEXICAL:
-            _SCRATCH[key] = tempfile.TemporaryDirectory(prefix="mabillon-lexical-")
-            folder = open_location(_SCRATCH[key].name)
-            build_index(folder, _texts(view), view.chunk_ids, stem, ngrams,
-                        row_class=view.access_codes)
-            _LEXICAL[key] = PostingsIndex.open(folder)
-        return _LEXICAL[key]
+    if r._index_dir is None:  # a view without a warehouse (tests, tools)
+        return _scratch_index(r.generation, view, digest, stem, ngrams)
     folder = lexical_folder(r._index_dir, stem, ngrams)
     key = (r.generation, folder.uri)
     if key in _LEXICAL and _LEXICAL[key].chunk_digest == digest:
@@ -510,18 +462,34 @@ def _lexical_index(r: "Retriever", stem: bool, ngrams: int) -> PostingsIndex:
             raise ValueError(f"it indexes other rows (digest {index.chunk_digest}, "
                              f"generation {digest})")
     except (FileNotFoundError, OSError, ValueError, KeyError) as exc:
-        if recorded is not None:
-            message = f"generation {r.generation}: lexical index {folder} is missing or unreadable ({exc})"
-            if r._index_settings.on_missing == "error":
-                raise IndexUnavailable(message + "; republish the generation, or set "
-                                       "MABILLON_INDEX__ON_MISSING=exact to rebuild it") from exc
-            log.error("%s; rebuilding it from the generation's texts", message)
-            r.index_flags.append("lexical_index_rebuilt")
-        build_index(folder, _texts(view), view.chunk_ids, stem, ngrams,
-                    row_class=view.access_codes)
-        index = PostingsIndex.open(folder)
+        rebuild = f"`mabillon reindex {r.generation}` rebuilds it in place"
+        if recorded is None:
+            log.warning("generation %s has no lexical index %s (%s); serving it from a scratch "
+                        "index built from its texts; %s", r.generation, folder.name, exc, rebuild)
+            return _scratch_index(r.generation, view, digest, stem, ngrams)
+        message = f"generation {r.generation}: lexical index {folder} is missing or unreadable ({exc})"
+        if r._index_settings.on_missing == "error":
+            raise IndexUnavailable(f"{message}; {rebuild}, or set MABILLON_INDEX__ON_MISSING=exact "
+                                   "to serve it from a scratch index") from exc
+        log.error("%s; serving it from a scratch index built from the generation's texts; %s",
+                  message, rebuild)
+        r.index_flags.append("lexical_index_rebuilt")
+        return _scratch_index(r.generation, view, digest, stem, ngrams)
     _LEXICAL[key] = index
     return index
+
+
+def _scratch_index(generation: str, view: GenerationView, digest: str, stem: bool,
+                   ngrams: int) -> PostingsIndex:
+    """The view's index for this analysis in a temporary folder of this process (built once,
+    removed with the process or by `drop_caches`), never in the warehouse."""
+    key = (generation, f"{digest}-{stem}-{ngrams}")
+    if key not in _LEXICAL:
+        _SCRATCH[key] = tempfile.TemporaryDirectory(prefix="mabillon-lexical-")
+        folder = open_location(_SCRATCH[key].name)
+        build_index(folder, _texts(view), view.chunk_ids, stem, ngrams, row_class=view.access_codes)
+        _LEXICAL[key] = PostingsIndex.open(folder)
+    return _LEXICAL[key]
 
 
 def drop_caches(generation: str | None = None) -> None:

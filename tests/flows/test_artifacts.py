@@ -70,7 +70,7 @@ def test_the_evidence_links_to_its_page_in_the_reading_room_where_one_runs():
 
 def test_failures_are_words_without_paths_or_principals():
     from schemas.retrieval import AccessDenied
-    from tasks.query.retriever import NoServingGeneration
+    from tasks.store.serving import NoServingGeneration
 
     words = failure_words(AccessDenied("unknown principal 'bea'; add it to /srv/home/principals.json"))
     assert "bea" not in words and "/srv" not in words and words.startswith("Access refused")

@@ -88,14 +88,35 @@ def test_a_missing_lexical_index_is_refused_naming_the_generation(home_copy: Pat
         Retriever.open(settings, PUBLIC).bm25_docs(QUESTION)
 
 
-def test_an_unreadable_lexical_index_is_rebuilt_exactly_and_flagged(home_copy: Path):
+def test_an_unreadable_lexical_index_is_served_exactly_flagged_and_left_to_the_operator(home_copy: Path):
     settings = settings_for(home_copy, index=FORCED)
     before = [h.doc_id for h in Retriever.open(settings, PUBLIC).bm25_docs(QUESTION)]
     drop_caches()
-    (_lexical_folder(home_copy) / "rows.bin").write_bytes(b"\0" * 7)  # torn file
+    torn = _lexical_folder(home_copy) / "rows.bin"
+    torn.write_bytes(b"\0" * 7)
     r = Retriever.open(settings, PUBLIC)
     assert [h.doc_id for h in r.bm25_docs(QUESTION)] == before
     assert r.index_flags == ["lexical_index_rebuilt"]
+    assert torn.read_bytes() == b"\0" * 7  # the query side wrote nothing into the generation
+    again = Retriever.open(settings, PUBLIC)  # the same process: its scratch copy, flagged again
+    assert [h.doc_id for h in again.bm25_docs(QUESTION)] == before
+    assert again.index_flags == ["lexical_index_rebuilt"]
+
+
+def test_reindex_rebuilds_a_torn_lexical_index_in_place(home_copy: Path, capsys):
+    from flows.cli.main import main
+
+    settings = settings_for(home_copy, index=FORCED)
+    before = [h.doc_id for h in Retriever.open(settings, PUBLIC).bm25_docs(QUESTION)]
+    drop_caches()
+    torn = _lexical_folder(home_copy) / "rows.bin"
+    torn.write_bytes(b"\0" * 7)
+    assert main(["reindex", "g0001", "--home", str(home_copy)]) == 0
+    assert "g0001: lexical index lexical-" in capsys.readouterr().out
+    assert torn.stat().st_size > 7
+    r = Retriever.open(settings, PUBLIC)
+    assert [h.doc_id for h in r.bm25_docs(QUESTION)] == before and r.index_flags == []
+    assert main(["reindex", "g9999", "--home", str(home_copy)]) != 0  # an unknown generation
 
 
 

@@ -9,7 +9,8 @@ import pytest
 from schemas.embedding import EmbeddingSpace, EmbeddingSpaceMismatch
 from schemas.generation import Counts, GenerationManifest, SourceDiff, RunCounts
 from schemas.settings import EmbeddingSettings, MabillonSettings
-from tasks.query.retriever import NoServingGeneration, Retriever
+from tasks.query.retriever import Retriever
+from tasks.store.serving import NoServingGeneration
 from tests.query.conftest import PUBLIC, chunk_table
 
 
@@ -59,15 +60,24 @@ def test_open_without_a_serving_generation_says_to_ingest(tmp_path):
         Retriever.open(MabillonSettings(home=tmp_path), PUBLIC)
 
 
-def test_open_serves_the_routed_generation_and_caches_bm25_under_its_index_dir(
-        tmp_path, minilm_space):
+def test_open_serves_the_routed_generation_without_writing_into_it(tmp_path, minilm_space):
+    from tasks.ops.reindex import reindex_lexical
+    from tasks.query.retriever import drop_caches
+
     settings = MabillonSettings(home=tmp_path)
     layout = publish(settings, padded_chunk_table(minilm_space.dim), minilm_space)
     r = Retriever.open(settings, PUBLIC)
     assert r.generation == "g0001" and r.space_id == minilm_space.space_id
-    assert r.bm25_docs("Floquet président")[0].doc_id in {"jo-2", "gau-1"}
-    assert any(loc.name.startswith("lexical-") for loc in layout.index_dir("g0001").children())
+    found = [h.doc_id for h in r.bm25_docs("Floquet président")]
+    assert found[0] in {"jo-2", "gau-1"}
     assert len(r.dense_chunks("Floquet", k=3)) == 3
+    # published without a lexical index: served from a scratch copy, the generation untouched
+    assert layout.index_dir("g0001").children() == []
+    assert r.index_flags == []
+    built = reindex_lexical(layout, "g0001", settings.retrieval)  # the operator's command
+    assert [loc.name for loc in layout.index_dir("g0001").children()] == [built.path]
+    drop_caches("g0001")
+    assert [h.doc_id for h in Retriever.open(settings, PUBLIC).bm25_docs("Floquet président")] == found
 
 
 def test_open_applies_the_tombstone_list(tmp_path, minilm_space):
