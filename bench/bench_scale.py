@@ -232,7 +232,7 @@ def measure(home: Path, n_questions: int, overlap: bool) -> dict:
         r = Retriever.open(settings, Principal(principal_id=f"p-{group}", tenant="bench", groups=[group]))
         latencies = []
         for q in qs:
-            r._qvecs.clear()  # the query embedding is part of every warm start measured
+            r.search._qvecs.clear()  # the query embedding is part of every warm start measured
             t = time.perf_counter()
             r.warm_start(q, k=10)
             latencies.append((time.perf_counter() - t) * 1000)
@@ -245,17 +245,17 @@ def measure(home: Path, n_questions: int, overlap: bool) -> dict:
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
     out["rss_anon_mb"], out["rss_file_mb"] = (round(int(status[k].split()[0]) / 1024, 1)
                                               for k in ("RssAnon", "RssFile"))
-    out["query_encoder"] = type(first._embed_queries.__self__).__name__
+    out["query_encoder"] = type(first.search.embed_queries.__self__).__name__
     for group, share in SELECTIVITIES.items():
         r, latencies = served[group]
         ann_ms, exact_ms, recalls = [], [], []
-        exact = Retriever(generation=r.generation, space_id=r.space_id, view=r.view, lance_table=r._lance,
-                          embed_queries=r._embed_queries, principal=r.principal, retrieval=r.params,
-                          index_dir=r._index_dir, dense_plan=DensePlan(), contract=r._contract)
+        exact = Retriever(generation=r.generation, space_id=r.space_id, view=r.view, lance_table=r.search.lance,
+                          embed_queries=r.search.embed_queries, principal=r.principal, retrieval=r.params,
+                          index_dir=r.search.index_dir, dense_plan=DensePlan(), contract=r.search.contract)
         # the index itself, even where the plan searches few allowed rows exactly
-        forced = Retriever(generation=r.generation, space_id=r.space_id, view=r.view, lance_table=r._lance,
-                           embed_queries=r._embed_queries, principal=r.principal, retrieval=r.params,
-                           index_dir=r._index_dir, contract=r._contract,
+        forced = Retriever(generation=r.generation, space_id=r.space_id, view=r.view, lance_table=r.search.lance,
+                           embed_queries=r.search.embed_queries, principal=r.principal, retrieval=r.params,
+                           index_dir=r.search.index_dir, contract=r.search.contract,
                            dense_plan=DensePlan(ann=r.dense_plan.ann, nprobes=r.dense_plan.nprobes,
                                                 refine_factor=r.dense_plan.refine_factor,
                                                 refine_rows=r.dense_plan.refine_rows,
@@ -305,11 +305,11 @@ def bm25_overlap(r, qs: list[str]) -> float:
     from tasks.index.analyzer import analyze
     from tasks.query.analysis import question_query
     from tests.query.reference_bm25 import Bm25Index
-    from tasks.query.retriever import _texts
+    from tasks.query.searchable import texts
     from tasks.query.view import best_rows, top_rows
 
     view = r.view
-    ref = Bm25Index.build(list(_texts(view)), view.chunk_ids.to_pylist(), r.params.stem, r.params.char_ngrams)
+    ref = Bm25Index.build(list(texts(view)), view.chunk_ids.to_pylist(), r.params.stem, r.params.char_ngrams)
     mask, shares = r.allowed, []
     for q in qs:
         query = question_query(q, tuple(r.corpora()), r.params.stem)

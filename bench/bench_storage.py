@@ -53,7 +53,8 @@ def run_side(settings, questions: list[str], victims: list[str]) -> dict:
     from flows.operate import DeleteParams, delete
     from flows.release import release
     from schemas.retrieval import Principal
-    from tasks.query.retriever import Retriever, drop_caches
+    from tasks.query.retriever import Retriever
+    from tasks.query.searchable import drop_caches
 
     public = Principal(principal_id="default", tenant="default", groups=["public"])
     first, first_s = timed(lambda: release(paths=[str(CORPUS)], settings=settings))

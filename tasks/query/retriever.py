@@ -1,57 +1,46 @@
-"""The retrieval channels of one generation, as seen by one principal.
+"""One generation as seen by one principal: the channels, with its allowed set, and the warm
+start that fuses them.
 
-Open once per (generation, principal) and call the channels: BM25, dense, date range, exact
-substring (chunk level), their document max-pools, the temporal channel, and the warm start
-that fuses them. The allowed set (`authorize.allowed_set`: who and what fixed at open time,
-when — the validity interval at the query time — at each search) is applied *before* scoring in
-every channel; nothing outside it is ever scored, returned or fetched.
+Open once per (generation, principal): `open` takes what `tasks.store.serving` opens (routing,
+manifest, integrity, tombstones, encoder choice), loads the query encoder it names and checks its
+space. Each channel is a function of (generation, allowed set, query) in `tasks.query.channels`;
+the retriever binds the first two. The allowed set (`authorize.allowed_set`: who and what fixed
+at open time, when — the validity interval at the query time — at each search) is applied
+*before* scoring in every channel; nothing outside it is ever scored, returned or fetched.
 
-Memory is bounded: the retriever holds the generation's compact row metadata (`view`) and the
-lexical index's term table; postings are read from disk per query term, vectors are searched
-inside LanceDB, and text is fetched only for the rows a channel returns.
+Memory is bounded: the generation's compact row metadata (`view`) and the lexical index's term
+table are held (`tasks.query.searchable`); postings are read from disk per query term, vectors
+are searched inside LanceDB, and text is fetched only for the rows a channel returns.
 """
 from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 from schemas.embedding import EmbeddingSpaceMismatch
-from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable
+from schemas.indexes import IndexContract, IndexSettings
 from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
-from tasks.heap import release_freed_memory
-from tasks.index import dense_search as dense_mod
-from tasks.index.dense_search import dense_plan
-from tasks.index.analyzer import analyze
-from tasks.index.lexical_build import build_index
-from tasks.index.lexical_format import chunk_digest, lexical_folder
+from tasks.index.dense_search import DensePlan, dense_plan
 from tasks.index.postings import PostingsIndex
+from tasks.query import channels
 from tasks.query.analysis import named_corpora, question_query
-from tasks.query.authorize import allowed_set, sql_literal
+from tasks.query.authorize import AllowedSet, allowed_set
 from tasks.query.fusion import balance, rrf
-from tasks.query.substring import candidate_rows, normalize, occurrence_counts
-from tasks.query.temporal import decay_scores
-from tasks.query.view import GenerationView, best_rows, first_rows, max_pool, top_rows
-from tasks.store.location import Location, open_location
+from tasks.query.searchable import Searchable, load_view
+from tasks.query.view import GenerationView
+from tasks.store.location import Location
 
 log = logging.getLogger(__name__)
 
 
-QUERY_CACHE = 8192  # query vectors kept per embedding space
-FETCH_BATCH = 4096  # rows whose text one read fetches (substring verification)
-# chunks per wanted document in the dense channel's first search: for k = 100 documents, the
-# 300 nearest chunks held 100 documents for all 590 development questions on the shared corpus
-# (8 chunks a document) and for 60 of them at 1M chunks, at 100 % and 1 % (none widened)
-DOC_FANOUT = 3
 # The dense channel of a warm start runs beside the lexical one: its query embedding (ONNX) and
 # LanceDB search release the GIL, as do the compiled BM25 loops, so on two cores a warm start
 # costs about the slower channel, not the sum (docs/benchmarks.md, "A million chunks").
@@ -70,57 +59,29 @@ def _channel_pool() -> ThreadPoolExecutor:
         return _CHANNELS[1]
 
 
-def filter_clause(allowed_where: str, corpus: str | None = None, date_from: str | None = None,
-                  date_to: str | None = None) -> str:
-    """The principal's clause narrowed by corpus and an inclusive ISO date range."""
-    parts = [f"({allowed_where})"]
-    if corpus is not None:
-        parts.append(f"corpus = {sql_literal(corpus)}")
-    if date_from is not None:
-        parts.append(f"date >= {sql_literal(date_from)}")
-    if date_to is not None:
-        parts.append(f"date <= {sql_literal(date_to)}")
-    return " AND ".join(parts)
-
-
 class Retriever:
     def __init__(self, *, generation: str, space_id: str, view: GenerationView,
                  lance_table, embed_queries: Callable[[list[str]], np.ndarray],
                  principal: Principal,
                  retrieval: RetrievalSettings, index_dir: Location | Path | None,
                  excluded_doc_ids: Iterable[str] = (),
-                 dense_plan: dense_mod.DensePlan = dense_mod.DensePlan(),
+                 dense_plan: DensePlan = DensePlan(),
                  contract: IndexContract | None = None,
                  index_settings: IndexSettings | None = None,
                  index_flags: Iterable[str] = (), as_of: datetime | None = None,
                  route: str = "requested"):
-        self.generation = generation
         self.route = route  # serving | canary | requested: how this generation was chosen
-        self.space_id = space_id
         self.principal = principal
-        self.params = retrieval
-        self._view = view
-        self._lance = lance_table
-        self._embed_queries = embed_queries
-        # Query vectors depend only on the embedding space: shared by every retriever of it.
-        self._qvecs = _QUERY_VECTORS.setdefault(space_id, OrderedDict())
-        self._index_dir = open_location(index_dir) if isinstance(index_dir, Path) else index_dir
-        self._contract = contract
-        self._index_settings = index_settings or IndexSettings()
-        self.dense_plan = dense_plan
-        # What the evidence package must say about how this generation was searched.
-        self.index_flags: list[str] = list(index_flags)
+        self.search = Searchable(generation=generation, space_id=space_id, view=view,
+                                 lance_table=lance_table, embed_queries=embed_queries,
+                                 retrieval=retrieval, index_dir=index_dir, dense_plan=dense_plan,
+                                 contract=contract, index_settings=index_settings,
+                                 index_flags=index_flags)
         # who (tenant, groups), what (tombstones) and when (validity at the query time)
-        self._access = allowed_set(view, principal, excluded_doc_ids, as_of)
+        self.access: AllowedSet = allowed_set(view, principal, excluded_doc_ids, as_of)
         self._corpora: list[str] | None = None  # the sub-corpora this principal sees
-        self._first = first_rows(view)
-        self._lexical: PostingsIndex | None = None
-        # BM25 statistics of the allowed set, for the mask they were computed on (the mask moves
-        # when a validity bound passes, and a hidden chunk must not weigh on any score)
-        self._stats: tuple[np.ndarray, tuple[int, float]] | None = None
-        self._lock = threading.Lock()  # lazy index loads happen once under concurrent queries
         log.info("retriever %s for %s: %d of %d chunks allowed", generation,
-                 principal.principal_id, self._access.count, len(view))
+                 principal.principal_id, self.access.count, len(view))
 
     @classmethod
     def open(cls, settings: MabillonSettings, principal: Principal, generation: str | None = None,
@@ -154,7 +115,7 @@ class Retriever:
                 f"{embedder.space.model_name} (space {embedder.space.space_id}); set "
                 "MABILLON_EMBEDDING__MODEL to the generation's model or query another generation")
         table = served.table
-        view = _load_view(str(served.layout.lance), gen, table)
+        view = load_view(str(served.layout.lance), gen, table)
         plan, flags = dense_plan(gen, table, manifest.indexes, settings.index)
         return cls(generation=gen, space_id=manifest.embedding_space.space_id, view=view,
                    lance_table=table, embed_queries=embedder.embed_queries,
@@ -163,201 +124,83 @@ class Retriever:
                    dense_plan=plan, contract=manifest.indexes, index_settings=settings.index,
                    index_flags=flags, as_of=at, route=served.route)
 
-    # shared ---------------------------------------------------------------------------------
+    # the generation, as searched -------------------------------------------------------------
+    @property
+    def generation(self) -> str:
+        return self.search.generation
+
+    @property
+    def space_id(self) -> str:
+        return self.search.space_id
+
+    @property
+    def params(self) -> RetrievalSettings:
+        return self.search.params
+
     @property
     def view(self) -> GenerationView:
-        return self._view
+        return self.search.view
 
     @property
-    def _allowed(self) -> np.ndarray:
-        return self._access.mask
+    def dense_plan(self) -> DensePlan:
+        return self.search.dense_plan
 
     @property
-    def _where(self) -> str:
-        return self._access.where
+    def index_flags(self) -> list[str]:
+        """What the evidence package must say about how this generation was searched."""
+        return self.search.index_flags
 
     @property
     def as_of(self) -> datetime | None:
-        return self._access.as_of
+        return self.access.as_of
 
     @property
     def allowed(self) -> np.ndarray:
-        return self._allowed.copy()
+        return self.access.mask.copy()
 
     def prime(self, queries: list[str]) -> None:
-        """Embed queries in one batch ahead of their searches (an evaluation knows them all;
-        one batch costs a fraction of one call per query)."""
-        with _QUERY_LOCK:
-            missing = list(dict.fromkeys(q for q in queries if q.strip() and q not in self._qvecs))
-        for start in range(0, len(missing), 64):
-            batch = missing[start:start + 64]
-            vecs = self._embed_queries(batch)
-            with _QUERY_LOCK:
-                for q, v in zip(batch, vecs):
-                    self._remember(q, v)
-
-    def _remember(self, query: str, vector: np.ndarray) -> None:
-        self._qvecs[query] = vector
-        self._qvecs.move_to_end(query)
-        while len(self._qvecs) > QUERY_CACHE:
-            self._qvecs.popitem(last=False)
+        self.search.prime(queries)
 
     def query_vector(self, query: str) -> np.ndarray:
-        with _QUERY_LOCK:
-            vec = self._qvecs.get(query)
-        if vec is None:
-            vec = self._embed_queries([query])[0]
-            with _QUERY_LOCK:
-                self._remember(query, vec)
-        return vec
+        return self.search.query_vector(query)
 
     def lexical(self) -> PostingsIndex:
-        """The generation's lexical index for the configured analysis (opened once)."""
-        with self._lock:
-            if self._lexical is None:
-                self._lexical = _lexical_index(self, self.params.stem, self.params.char_ngrams)
-        return self._lexical
-
-    def _statistics(self, index: PostingsIndex, mask: np.ndarray) -> tuple[int, float]:
-        with self._lock:
-            if self._stats is None or self._stats[0] is not mask:
-                self._stats = (mask, index.statistics(mask))
-            return self._stats[1]
+        return self.search.lexical()
 
     def bm25_scores(self, query: str) -> np.ndarray:
-        """BM25 of every row (0 outside the allowed set), statistics of the allowed set: every
-        posting of every term read (the reference of `bm25_top`, and for tools that need it)."""
-        terms = analyze(query, stem=self.params.stem, ngrams=self.params.char_ngrams)
-        index, mask = self.lexical(), self._allowed
-        return index.scores(terms, mask, self.params.bm25_k1, self.params.bm25_b,
-                            stats=self._statistics(index, mask))
+        """BM25 of every row (0 outside the allowed set), statistics of the allowed set."""
+        return self.search.bm25_scores(query, self.access.mask)
 
     def bm25_top(self, query: str, target: np.ndarray, k: int,
                  docs: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Rows under `target` with their BM25 (statistics of the allowed set), holding the k
-        best rows, or with `docs` the best rows of the k best documents; the rest score lower."""
-        terms = analyze(query, stem=self.params.stem, ngrams=self.params.char_ngrams)
-        index, mask = self.lexical(), self._allowed
-        return index.top(terms, mask, target & mask, k, self.params.bm25_k1, self.params.bm25_b,
-                         stats=self._statistics(index, mask),
-                         doc_codes=self._view.doc_codes if docs else None)
+        return channels.bm25_top(self.search, self.access, query, target, k, docs)
 
-    def _dense_rows(self, query: str, limit: int, mask: np.ndarray, corpus: str | None,
-                    date_from: str | None, date_to: str | None) -> tuple[np.ndarray, np.ndarray]:
-        if not query.strip() or limit <= 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        visible = int(mask.sum())
-        if visible == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        where = filter_clause(self._where, corpus, date_from, date_to)
-        vector = self.query_vector(query)
-        if self.dense_plan.ann and not self.dense_plan.use_index(visible) \
-                and EXACT_FEW_ALLOWED not in self.index_flags:
-            # the planner's choice, not a fault: few allowed rows are searched exactly
-            self.index_flags.append(EXACT_FEW_ALLOWED)
-        try:
-            row_ids, sims = dense_mod.search(self._lance, vector, where, min(limit, visible),
-                                             self.dense_plan, visible)
-        except (OSError, RuntimeError, ValueError) as exc:
-            if not self.dense_plan.use_index(visible):
-                raise
-            # an index listed on the version but unreadable: exact search, flagged, or refusal
-            message = f"generation {self.generation}: its vector index cannot be read ({exc})"
-            if self._index_settings.on_missing == "error":
-                raise IndexUnavailable(message + "; republish the generation, or set "
-                                       "MABILLON_INDEX__ON_MISSING=exact") from exc
-            log.error("%s; serving by exact search", message)
-            self.dense_plan = dense_mod.DensePlan()
-            self.index_flags.append("dense_index_unreadable_exact_search")
-            try:
-                row_ids, sims = dense_mod.search(self._lance, vector, where, min(limit, visible),
-                                                 self.dense_plan, visible)
-            except (OSError, RuntimeError, ValueError) as again:  # the table itself is damaged
-                raise IndexUnavailable(f"generation {self.generation}: dense search fails even "
-                                       f"without its vector index ({again}); republish it") from again
-        rows = self._view.rows_of_row_ids(row_ids)
-        keep = mask[rows]  # the prefilter already did this; a row outside it is a bug, not data
-        if not keep.all():
-            log.error("dense search returned %d rows outside the allowed set; dropped",
-                      int((~keep).sum()))
-        return rows[keep], sims[keep]
-
-    # chunk channels -------------------------------------------------------------------------
+    # channels (tasks.query.channels, bound to this generation and principal) ----------------
     def bm25_chunks(self, query: str, k: int = 50, corpus: str | None = None,
                     date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]:
-        mask = self._view.filter_mask(self._allowed, corpus, date_from, date_to)
-        rows, scores = best_rows(*self.bm25_top(query, mask, k), k)
-        return self._view.chunk_hits(rows, scores)
+        return channels.bm25_chunks(self.search, self.access, query, k, corpus, date_from, date_to)
 
     def dense_chunks(self, query: str, k: int = 50, corpus: str | None = None,
                      date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]:
-        mask = self._view.filter_mask(self._allowed, corpus, date_from, date_to)
-        rows, sims = self._dense_rows(query, k, mask, corpus, date_from, date_to)
-        return self._view.chunk_hits(rows, sims)
+        return channels.dense_chunks(self.search, self.access, query, k, corpus, date_from, date_to)
 
     def date_range_chunks(self, date_from: str, date_to: str, k: int = 50,
                           corpus: str | None = None, query: str | None = None) -> list[ChunkHit]:
-        """Chunks of documents dated in [date_from, date_to]: by BM25 of `query` when given
-        (chunks that do not match it follow), else by date, document and position."""
-        v = self._view
-        target = v.filter_mask(self._allowed, corpus, date_from, date_to)
-        rows = np.flatnonzero(target)
-        scores = np.zeros(rows.size, np.float32)
-        if query and query.strip():  # rows outside the k best need no score: they follow by date
-            scored, values = self.bm25_top(query, target, k)
-            scores[np.searchsorted(rows, scored)] = values
-        order = np.lexsort((v.ordinal[rows], v.doc_codes[rows], v.days[rows], -scores))[:k]
-        return v.chunk_hits(rows[order], scores[order])
+        return channels.date_range_chunks(self.search, self.access, date_from, date_to, k, corpus,
+                                          query)
 
     def substring_chunks(self, text: str, k: int = 50, corpus: str | None = None) -> list[ChunkHit]:
-        """Chunks containing `text` (case, accents and spacing ignored), most occurrences first.
+        return channels.substring_chunks(self.search, self.access, text, k, corpus)
 
-        Candidate rows come from the folded word tokens of the lexical index; only their texts
-        are read (in batches) and counted, so no folded copy of the generation is kept."""
-        needle = normalize(text)
-        if not needle:
-            return []
-        mask = self._view.filter_mask(self._allowed, corpus)
-        cand = candidate_rows(needle, self.lexical().rows_with_token)
-        rows = np.flatnonzero(mask) if cand is None else cand[mask[cand]].astype(np.int64)
-        counts = np.zeros(len(self._view), np.float32)
-        for start in range(0, rows.size, FETCH_BATCH):
-            batch = rows[start:start + FETCH_BATCH]
-            texts = self._view.fetch(batch, ["text"]).column("text").to_pylist()
-            counts[batch] = occurrence_counts(texts, needle)
-        rows, scores = top_rows(counts, mask, k)
-        return self._view.chunk_hits(rows, scores)
-
-    # document channels ----------------------------------------------------------------------
     def bm25_docs(self, query: str, k: int = 50, corpus: str | None = None) -> list[DocHit]:
-        mask = self._view.filter_mask(self._allowed, corpus)
-        rows, scores = self.bm25_top(query, mask, k, docs=True)
-        return max_pool(self._view, rows, scores, k)
+        return channels.bm25_docs(self.search, self.access, query, k, corpus)
 
     def dense_docs(self, query: str, k: int = 50, corpus: str | None = None) -> list[DocHit]:
-        """The k documents of the best chunks, from at most `dense_candidates` chunks.
-
-        The k best documents by their best chunk are the first k distinct documents among the
-        best chunks: once the L nearest chunks hold k documents, the chunks beyond them cannot
-        change the answer. So a search of DOC_FANOUT·k chunks comes first, and a wider one
-        (four times, up to `dense_candidates`) only if it held fewer than k documents."""
-        mask = self._view.filter_mask(self._allowed, corpus)
-        cap = min(int(mask.sum()), max(self.params.dense_candidates, k))
-        limit = min(cap, DOC_FANOUT * k)
-        while True:
-            rows, sims = self._dense_rows(query, limit, mask, corpus, None, None)
-            if limit >= cap or rows.size < limit or self._view.document_count(rows) >= k:
-                return max_pool(self._view, rows, sims, k)
-            limit = min(cap, 4 * limit)
+        return channels.dense_docs(self.search, self.access, query, k, corpus)
 
     def temporal_docs(self, date: str, k: int = 50, corpus: str | None = None,
                       half_life_days: float | None = None) -> list[DocHit]:
-        """Documents by exp(-ln2·|days from `date`|/half-life); each cites its opening chunk."""
-        v = self._view
-        scores = decay_scores(v.days, date, half_life_days or self.params.half_life_days)
-        mask = v.filter_mask(self._allowed, corpus) & self._first
-        rows, s = top_rows(scores, mask, k)
-        return [v.doc_hit(int(r), float(x), n + 1) for n, (r, x) in enumerate(zip(rows, s))]
+        return channels.temporal_docs(self.search, self.access, date, k, corpus, half_life_days)
 
     def warm_start(self, query: str, k: int = 50, target_corpus: str | None = None,
                    date: str | None = None) -> list[FusedHit]:
@@ -394,107 +237,16 @@ class Retriever:
     def chunk(self, chunk_id: str) -> ChunkHit:
         """A chunk's text and position; an unknown and a forbidden chunk look the same."""
         try:
-            row = self._view.row_of(chunk_id)
+            row = self.view.row_of(chunk_id)
         except KeyError:
             row = None
-        if row is None or not self._allowed[row]:
+        if row is None or not self.access.mask[row]:
             raise KeyError(f"no chunk {chunk_id!r} visible to {self.principal.principal_id} "
                            f"in generation {self.generation}")
-        return self._view.chunk_hits(np.array([row]), np.zeros(1, np.float32))[0]
+        return self.view.chunk_hits(np.array([row]), np.zeros(1, np.float32))[0]
 
     def corpora(self) -> list[str]:
         # asked twice per warm start; a pass over every allowed row (6 ms at a million chunks)
         if self._corpora is None:
-            self._corpora = self._view.corpora(self._allowed)
+            self._corpora = self.view.corpora(self.access.mask)
         return list(self._corpora)
-
-
-# Process-wide caches keyed by generation: a view and an index are the same for every principal
-# (the allowed set is applied at query time), and a generation never changes once published.
-_VIEWS: dict[tuple[str, str, int], GenerationView] = {}
-_QUERY_VECTORS: dict[str, OrderedDict[str, np.ndarray]] = {}
-_QUERY_LOCK = threading.Lock()
-# An ANN generation searched exactly because the principal's filter leaves at most
-# `exact_below_allowed` rows (IndexSettings): exact, and cheaper than probing partitions.
-EXACT_FEW_ALLOWED = "dense_exact_search_few_allowed_rows"
-_LEXICAL: dict[tuple[str, str], PostingsIndex] = {}
-_SCRATCH: dict[tuple[str, str], tempfile.TemporaryDirectory] = {}  # indexes built by this process
-
-
-def _load_view(lance_path: str, generation: str, table) -> GenerationView:
-    # keyed by version too: a purge rewrites a generation and moves its tag to a new version
-    key = (generation, lance_path, table.version)
-    if key not in _VIEWS:
-        _VIEWS[key] = GenerationView.from_lance(table)
-        release_freed_memory()  # the metadata scan's buffers, freed but kept by the allocators
-    return _VIEWS[key]
-
-
-def _texts(view: GenerationView) -> Iterator[str]:
-    for start in range(0, len(view), 50_000):
-        rows = np.arange(start, min(start + 50_000, len(view)))
-        yield from view.fetch(rows, ["text"]).column("text").to_pylist()
-
-
-def _lexical_index(r: "Retriever", stem: bool, ngrams: int) -> PostingsIndex:
-    """Open the generation's index for this analysis.
-
-    The query side never writes into a published generation. Where the index is missing,
-    unreadable or indexes other rows, the generation is served exactly from a scratch index this
-    process builds from its texts — flagged `lexical_index_rebuilt` when the generation records
-    that index, refused instead under `on_missing=error` — until an operator rebuilds it in
-    place (`mabillon reindex GENERATION`). A generation that records no index for this analysis
-    (published before the index contract, or another analysis configured) is served the same
-    way, unflagged: nothing of it is damaged."""
-    view = r.view
-    digest = chunk_digest(view.chunk_ids)
-    if r._index_dir is None:  # a view without a warehouse (tests, tools)
-        return _scratch_index(r.generation, view, digest, stem, ngrams)
-    folder = lexical_folder(r._index_dir, stem, ngrams)
-    key = (r.generation, folder.uri)
-    if key in _LEXICAL and _LEXICAL[key].chunk_digest == digest:
-        return _LEXICAL[key]
-    recorded = r._contract.lexical if r._contract else None
-    recorded = recorded if recorded and recorded.path == folder.name else None
-    try:
-        index = PostingsIndex.open(folder)
-        if index.chunk_digest != digest:
-            raise ValueError(f"it indexes other rows (digest {index.chunk_digest}, "
-                             f"generation {digest})")
-    except (FileNotFoundError, OSError, ValueError, KeyError) as exc:
-        rebuild = f"`mabillon reindex {r.generation}` rebuilds it in place"
-        if recorded is None:
-            log.warning("generation %s has no lexical index %s (%s); serving it from a scratch "
-                        "index built from its texts; %s", r.generation, folder.name, exc, rebuild)
-            return _scratch_index(r.generation, view, digest, stem, ngrams)
-        message = f"generation {r.generation}: lexical index {folder} is missing or unreadable ({exc})"
-        if r._index_settings.on_missing == "error":
-            raise IndexUnavailable(f"{message}; {rebuild}, or set MABILLON_INDEX__ON_MISSING=exact "
-                                   "to serve it from a scratch index") from exc
-        log.error("%s; serving it from a scratch index built from the generation's texts; %s",
-                  message, rebuild)
-        r.index_flags.append("lexical_index_rebuilt")
-        return _scratch_index(r.generation, view, digest, stem, ngrams)
-    _LEXICAL[key] = index
-    return index
-
-
-def _scratch_index(generation: str, view: GenerationView, digest: str, stem: bool,
-                   ngrams: int) -> PostingsIndex:
-    """The view's index for this analysis in a temporary folder of this process (built once,
-    removed with the process or by `drop_caches`), never in the warehouse."""
-    key = (generation, f"{digest}-{stem}-{ngrams}")
-    if key not in _LEXICAL:
-        _SCRATCH[key] = tempfile.TemporaryDirectory(prefix="mabillon-lexical-")
-        folder = open_location(_SCRATCH[key].name)
-        build_index(folder, _texts(view), view.chunk_ids, stem, ngrams, row_class=view.access_codes)
-        _LEXICAL[key] = PostingsIndex.open(folder)
-    return _LEXICAL[key]
-
-
-def drop_caches(generation: str | None = None) -> None:
-    """Forget in-process views and indexes (of one generation, or all). Deleting a generation's
-    index directory drops the on-disk copy; this drops the in-memory one."""
-    for cache in (_VIEWS, _LEXICAL, _SCRATCH):
-        for key in [k for k in cache if generation is None or k[0] == generation]:
-            del cache[key]

@@ -14,7 +14,7 @@ from schemas.query import LoopParams
 from tasks.llm.replay import ReplayProvider
 from tasks.llm.rules import RulesProvider
 from tasks.query.authorize import sql_literal
-from tasks.query.retriever import filter_clause
+from tasks.query.channels import filter_clause
 from tasks.query.loop import answer_question
 from tasks.store.layout import StoreLayout
 from tests.query.conftest import DOCS, PUBLIC, make_retriever
@@ -51,8 +51,8 @@ def test_a_hostile_corpus_filter_matches_nothing_and_widens_nothing(lance_table,
     assert r.bm25_chunks("Floquet président", 20, corpus=corpus) == []
     assert r.substring_chunks("Floquet", 20, corpus=corpus) == []
     assert r.date_range_chunks("1887-01-01", "1887-12-31", 20, corpus=corpus) == []
-    clause = filter_clause(r._where, corpus)
-    assert clause.count("(") == clause.count(")") and clause.startswith(f"({r._where}) AND corpus = ")
+    clause = filter_clause(r.access.where, corpus)
+    assert clause.count("(") == clause.count(")") and clause.startswith(f"({r.access.where}) AND corpus = ")
 
 
 @pytest.mark.parametrize("query", [*HOSTILE, "Floquet" * 3 + "\x00\x07\x1b[2J", "\t\n\r", "é" * 50])
@@ -72,8 +72,8 @@ def test_a_search_the_model_writes_too_long_for_the_encoder_is_skipped_with_feed
         return base(queries)
 
     r = make_retriever(lance_table, toy_table)
-    base = r._embed_queries
-    r._embed_queries = embed
+    base = r.search.embed_queries
+    r.search.embed_queries = embed
     script = {"search": [search("dense", query="Floquet " * 200), search("finish")],
               "review": [everything("accept")]}
     package = answer_question(r, "Floquet président", ReplayProvider(script, fallback=RulesProvider()),
@@ -93,8 +93,8 @@ def test_a_question_too_long_for_the_encoder_is_refused_with_a_clear_error(lance
         if any(len(q) > 500 for q in queries):
             raise EmbeddingInputTooLong("query of 4000 tokens > 256")
         return base(queries)
-    base = r._embed_queries
-    r._embed_queries = embed
+    base = r.search.embed_queries
+    r.search.embed_queries = embed
     with pytest.raises(EmbeddingInputTooLong, match="shorten the question"):
         answer_question(r, "Floquet " * 2000, RulesProvider(), LoopParams(replan=False),
                         layout=StoreLayout(tmp_path, tmp_path))

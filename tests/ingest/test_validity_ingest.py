@@ -13,7 +13,8 @@ from flows.release import release
 from schemas.generation import Quarantined
 from tasks.ingest.acquire import AccessDefaults, iter_inputs
 from tasks.query.principals import default_principal
-from tasks.query.retriever import Retriever, drop_caches
+from tasks.query.retriever import Retriever
+from tasks.query.searchable import drop_caches
 from tasks.store.integrity import record_digests
 from tasks.store.lance_store import open_generation_table
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout

@@ -45,7 +45,7 @@ def opened(home, **overrides) -> Retriever:
 
 
 def encoder_of(retriever: Retriever):
-    return retriever._embed_queries.__self__
+    return retriever.search.embed_queries.__self__
 
 
 def test_a_release_compiles_a_verified_encoder_of_its_space(compiled_home):

@@ -19,7 +19,8 @@ from tasks.index.analyzer import analyze
 from tasks.index.lexical_build import build_index
 from tasks.index.postings import PostingsIndex
 from tasks.query.loop import answer_question
-from tasks.query.retriever import Retriever, drop_caches
+from tasks.query.retriever import Retriever
+from tasks.query.searchable import drop_caches
 from tasks.index.analyzer import normalize
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_source_diff
@@ -173,14 +174,14 @@ def test_an_unreadable_vector_index_serves_exact_search_with_a_flag_in_the_evide
         f.write_bytes(b"not an index")  # the ANN index only; the scalar indexes stay sound
     fresh = lancedb.connect(str(tmp_path / "lance")).open_table("chunks")
     r = make_retriever(fresh, table)
-    r.dense_plan = plan
+    r.search.dense_plan = plan
     assert [h.chunk_id for h in r.dense_chunks("Floquet président de la Chambre", k=5)] == exact
     assert r.index_flags == ["dense_index_unreadable_exact_search"]
     package = answer_question(r, "Floquet président de la Chambre", make_provider(LlmSettings(provider="rules")),
                               settings_for(tmp_path).query)
     assert "dense_index_unreadable_exact_search" in package.flags
     refusing = make_retriever(lancedb.connect(str(tmp_path / "lance")).open_table("chunks"), table)
-    refusing.dense_plan, refusing._index_settings = plan, IndexSettings(on_missing="error")
+    refusing.search.dense_plan, refusing.search.index_settings = plan, IndexSettings(on_missing="error")
     with pytest.raises(IndexUnavailable, match="generation g0001: its vector index cannot be read"):
         refusing.dense_chunks("Floquet président de la Chambre", k=5)
 
@@ -197,7 +198,7 @@ def test_ann_prefilter_returns_the_k_best_allowed_rows_at_every_selectivity(tmp_
         ann, exact = make_retriever(lt, table, principal=principal), make_retriever(lt, table, principal=principal)
         # one probe of four partitions when every row is allowed: more under a narrower filter
         # (re-ranked as served: RaBitQ's one-bit codes alone rank coarsely)
-        ann.dense_plan = DensePlan(ann=True, nprobes=1, refine_factor=search_defaults(dense.algorithm, None, None)[1],
+        ann.search.dense_plan = DensePlan(ann=True, nprobes=1, refine_factor=search_defaults(dense.algorithm, None, None)[1],
                                    partitions=4, rows=dense.rows)
         allowed = int(ann.allowed.sum())
         hits = ann.dense_chunks("Floquet président budget", k=20)
@@ -274,7 +275,7 @@ def test_refinement_re_ranks_at_most_refine_rows_candidates_and_the_plan_follows
     pinned = Retriever.open(settings_for(ann_home, index=FORCED.model_copy(update={"nprobes": 7, "refine_factor": 4})),
                             PUBLIC)
     assert (pinned.dense_plan.nprobes, pinned.dense_plan.refine_factor) == (7, 4)  # settings win
-    dense = served._contract.dense  # the probes are planned on the index the manifest records
+    dense = served.search.contract.dense  # the probes are planned on the index the manifest records
     assert (served.dense_plan.partitions, served.dense_plan.rows) == (dense.params["num_partitions"], dense.rows) \
         and dense.rows > 0
     # the capped search still gives the k best allowed rows, as exact search does

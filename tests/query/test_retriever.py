@@ -106,12 +106,24 @@ def test_corpora_lists_only_what_the_principal_sees(lance_table, toy_table):
     assert make_retriever(lance_table, toy_table, principal=p).corpora() == ["le_gaulois"]
 
 
-def test_bm25_index_is_cached_on_disk_and_reused(lance_table, toy_table, tmp_path):
+def test_the_lexical_index_is_read_from_the_index_dir_and_never_written_there(lance_table, toy_table,
+                                                                             tmp_path):
+    from tasks.index.generation_indexes import LEXICAL_COLUMNS
+    from tasks.index.lexical_build import build_lexical
+    from tasks.index.lexical_format import lexical_folder
+    from tasks.query.searchable import drop_caches
+    from tasks.store.location import open_location
+
     r = make_retriever(lance_table, toy_table, index_dir=tmp_path / "idx")
-    first = r.bm25_chunks("Floquet")
-    assert any(p.name.startswith("lexical-") for p in (tmp_path / "idx").iterdir())
-    again = make_retriever(lance_table, toy_table, index_dir=tmp_path / "idx").bm25_chunks("Floquet")
-    assert [h.chunk_id for h in again] == [h.chunk_id for h in first]
+    first = r.bm25_chunks("Floquet")  # none there: a scratch index of this process serves
+    assert not (tmp_path / "idx").exists()
+    index_dir = open_location(tmp_path / "idx")  # what publish and `mabillon reindex` build
+    build_lexical(index_dir, lance_table.to_arrow().select(LEXICAL_COLUMNS), r.params.stem,
+                  r.params.char_ngrams)
+    drop_caches("g0001")
+    again = make_retriever(lance_table, toy_table, index_dir=tmp_path / "idx")
+    assert again.lexical().folder.uri == lexical_folder(index_dir, r.params.stem, r.params.char_ngrams).uri
+    assert [h.chunk_id for h in again.bm25_chunks("Floquet")] == [h.chunk_id for h in first]
 
 
 def test_warm_start_without_target_interleaves_corpora(lance_table, toy_table):
@@ -214,23 +226,23 @@ def test_dense_documents_widen_until_the_nearest_chunks_hold_k_documents(tmp_pat
     search of `dense_candidates` chunks gives, whichever way it is reached."""
     import lancedb
 
-    from tasks.query import retriever as retriever_mod
+    from tasks.query import channels
     from tasks.query.view import max_pool
 
     table = _long_document_table()
     lance_table = lancedb.connect(str(tmp_path / "lance")).create_table("chunks", table)
     r = make_retriever(lance_table, table)
     limits = []
-    searched = r._dense_rows
-    monkeypatch.setattr(r, "_dense_rows", lambda q, limit, *a: limits.append(limit) or searched(q, limit, *a))
+    searched = r.search.dense_rows
+    monkeypatch.setattr(r.search, "dense_rows", lambda q, limit, *a: limits.append(limit) or searched(q, limit, *a))
     query = "Floquet président de la Chambre"
     mask = r.view.filter_mask(r.allowed, None)
     for k in (1, 3, 5, 13):
         limits.clear()
-        rows, sims = searched(query, r.params.dense_candidates, mask, None, None, None)
+        rows, sims = searched(query, r.params.dense_candidates, mask, channels.filter_clause(r.access.where))
         expected = [(h.doc_id, h.best_chunk_id) for h in max_pool(r.view, rows, sims, k)]
         assert [(h.doc_id, h.best_chunk_id) for h in r.dense_docs(query, k)] == expected
-        assert limits[0] == min(retriever_mod.DOC_FANOUT * k, table.num_rows)
+        assert limits[0] == min(channels.DOC_FANOUT * k, table.num_rows)
         if k == 3:  # the 9 nearest chunks are all the long document's: one wider search
             assert limits == [9, 36]
         if k == 1:

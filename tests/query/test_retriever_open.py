@@ -62,7 +62,7 @@ def test_open_without_a_serving_generation_says_to_ingest(tmp_path):
 
 def test_open_serves_the_routed_generation_without_writing_into_it(tmp_path, minilm_space):
     from tasks.ops.reindex import reindex_lexical
-    from tasks.query.retriever import drop_caches
+    from tasks.query.searchable import drop_caches
 
     settings = MabillonSettings(home=tmp_path)
     layout = publish(settings, padded_chunk_table(minilm_space.dim), minilm_space)
