@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tasks.query.authorize import sql_literal
+from tasks.access.policy import sql_literal
 
 
 @dataclass(frozen=True)

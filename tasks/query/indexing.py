@@ -16,9 +16,9 @@ import pyarrow as pa
 
 from schemas.indexes import DenseIndex, IndexContract, IndexSettings, LexicalIndex
 from schemas.retrieval import RetrievalSettings
+from tasks.access.policy import access_of
 from tasks.query.analysis import analyzer_id
 from tasks.query.lexical_index import build_index
-from tasks.query.view import access_of
 from tasks.store.location import Location
 
 log = logging.getLogger(__name__)

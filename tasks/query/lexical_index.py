@@ -135,8 +135,8 @@ def build_index(folder: Location, texts: Iterable[str], chunk_ids: pa.Array | pa
     """Analyse every text once and write the index files under `folder`.
 
     `row_class` (int per row, negative for rows without a policy) groups rows by access class
-    (`view.access_of`); without it every row is one class, which stays exact but makes the
-    document frequencies of a restricted principal a count over the postings."""
+    (`tasks.access.policy.access_of`); without it every row is one class, which stays exact but
+    makes the document frequencies of a restricted principal a count over the postings."""
     started = time.perf_counter()
     builder = _Builder(stem, ngrams)
     for n, text in enumerate(texts, 1):

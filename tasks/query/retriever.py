@@ -2,7 +2,7 @@
 
 Open once per (generation, principal) and call the channels: BM25, dense, date range, exact
 substring (chunk level), their document max-pools, the temporal channel, and the warm start
-that fuses them. The allowed set (`authorize.allowed_set`: who and what fixed at open time,
+that fuses them. The allowed set (`AccessPolicy.allowed_set`: who and what fixed at open time,
 when — the validity interval at the query time — at each search) is applied *before* scoring in
 every channel; nothing outside it is ever scored, returned or fetched.
 
@@ -28,10 +28,10 @@ from schemas.embedding import EmbeddingSpaceMismatch
 from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable, search_defaults
 from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
+from tasks.access.policy import AccessPolicy
 from tasks.heap import release_freed_memory
 from tasks.query import dense as dense_mod
 from tasks.query.analysis import analyze, named_corpora, question_query
-from tasks.query.authorize import allowed_set
 from tasks.query.fusion import balance, rrf
 from tasks.query.indexing import has_dense_index, lexical_folder
 from tasks.query.lexical_index import PostingsIndex, build_index, chunk_digest
@@ -99,7 +99,7 @@ class Retriever:
         # What the evidence package must say about how this generation was searched.
         self.index_flags: list[str] = list(index_flags)
         # who (tenant, groups), what (tombstones) and when (validity at the query time)
-        self._access = allowed_set(view, principal, excluded_doc_ids, as_of)
+        self._access = AccessPolicy(principal, excluded_doc_ids).allowed_set(view, as_of)
         self._corpora: list[str] | None = None  # the sub-corpora this principal sees
         self._first = first_rows(view)
         self._lexical: PostingsIndex | None = None
@@ -130,7 +130,7 @@ class Retriever:
         from tasks.store.lance_store import open_generation_table, serving_session
         from tasks.store.layout import StoreLayout
         from tasks.store.manifests import read_manifest
-        from tasks.query.validity import resolve_as_of
+        from tasks.access.validity import resolve_as_of
         from tasks.store.routing import read_routing
 
         at = resolve_as_of(as_of, principal)  # before anything is read: a bad one changes nothing

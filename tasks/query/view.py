@@ -18,14 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.retrieval import ChunkHit, DocHit
-from tasks.query.validity import ValidityWindow
+from tasks.access.policy import AccessClass, access_of
+from tasks.access.validity import ValidityWindow
 
 META_COLUMNS = ["chunk_id", "doc_id", "corpus", "date", "tenant", "groups", "ordinal"]
 VALIDITY_COLUMNS = ["valid_from", "valid_to"]  # absent from generations published before them
 HIT_COLUMNS = ["text", "char_start", "char_end", "page_start"]
 
 NO_DAY = np.iinfo(np.int32).min  # a missing or unparseable date
-NO_POLICY = -1  # a row whose tenant or groups are missing: no principal may see it
 
 Fetch = Callable[[np.ndarray, list[str]], pa.Table]  # rows (positions) → those columns, in order
 
@@ -60,14 +60,6 @@ def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list]:
     return codes, enc.dictionary.to_pylist()
 
 
-@dataclass(frozen=True)
-class AccessClass:
-    """One (tenant, groups) combination some rows share: what authorization decides on."""
-
-    tenant: str | None
-    groups: tuple[str, ...]
-
-
 @dataclass
 class GenerationView:
     chunk_ids: pa.Array  # row → chunk id
@@ -79,7 +71,7 @@ class GenerationView:
     date_values: list[str | None]
     days: np.ndarray  # int32 days since 1970-01-01, NO_DAY when missing
     ordinal: np.ndarray  # int32
-    access_codes: np.ndarray  # int32, row → index into access_classes (NO_POLICY: none)
+    access_codes: np.ndarray  # int32, row → index into access_classes (policy.NO_POLICY: none)
     access_classes: list[AccessClass]
     fetch: Fetch
     row_ids: np.ndarray | None = None  # sorted Lance _rowid of each row (dense results map back)
@@ -221,25 +213,6 @@ class GenerationView:
         return DocHit(doc_id=self.doc_of(row), score=float(score), rank=rank,
                       best_chunk_id=self.chunk_ids[row].as_py(),
                       corpus=self.corpus_names[self.corpus_codes[row]], date=self.date_of(row))
-
-
-def access_of(table: pa.Table) -> tuple[np.ndarray, list[AccessClass]]:
-    """Rows grouped by (tenant, groups) as stored; each class keeps one row's actual values, so
-    authorization decides on the real metadata, never on a reparsed key."""
-    groups = table.column("groups")
-    joined = pc.binary_join(groups, "\x1f")  # null or empty lists → null/"" (no group)
-    key = pc.binary_join_element_wise(table.column("tenant"), joined, "\x1e")
-    codes, _ = _codes(key)
-    uniq, first = np.unique(codes, return_index=True)
-    classes: list[AccessClass] = []
-    remap = np.full(max(int(uniq.max()) + 1, 1) if uniq.size else 1, NO_POLICY, np.int32)
-    tenants, lists = table.column("tenant"), groups
-    for code, row in zip(uniq.tolist(), first.tolist()):
-        if code < 0:
-            continue  # tenant or groups null: no policy, never visible
-        remap[code] = len(classes)
-        classes.append(AccessClass(tenants[row].as_py(), tuple(lists[row].as_py() or ())))
-    return np.where(codes >= 0, remap[np.maximum(codes, 0)], NO_POLICY).astype(np.int32), classes
 
 
 def top_rows(scores: np.ndarray, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.generation import GenerationManifest
-from tasks.query.validity import ValidityWindow
+from tasks.access.validity import ValidityWindow
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_lineage_table, read_revision_rows
 from tasks.store.manifests import read_manifest

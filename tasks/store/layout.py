@@ -14,6 +14,13 @@ from schemas.settings import MabillonSettings
 from tasks.store.location import Location, open_location
 
 CHUNKS_TABLE = "chunks"
+PRINCIPALS_FILE = "principals.json"
+
+
+def principals_path(settings: MabillonSettings) -> Path:
+    """Who may ask (tasks.access.principals): in the home, beside the warehouse and manifests,
+    since it is configuration of the home, not state of a release."""
+    return settings.home / PRINCIPALS_FILE
 
 
 @dataclass(frozen=True)
