@@ -64,45 +64,37 @@ class AccessClass:
         return cls(tenant, tuple(g for g in groups or () if g is not None))
 
 
-def _dictionary_codes(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """int32 dictionary codes of a string column (null stays null)."""
+def _encoded(column: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
     enc = pc.dictionary_encode(column)
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks() if enc.num_chunks else pa.array([], pa.dictionary(pa.int32(), pa.string()))
-    return enc.indices
+    return enc
 
 
 def access_of(table: pa.Table) -> tuple[np.ndarray, list[AccessClass]]:
     """Rows grouped by (tenant, groups) as stored: each row's class (NO_POLICY where tenant or
-    groups is null) and the classes. A class keeps one row's actual values, so authorization
-    decides on the real metadata, never on a reparsed key; the key is built from dictionary
-    codes, so no tenant or group name can make two different combinations share a class. A null
-    inside a group list matches no principal's group (the other groups still count)."""
-    tenants = table.column("tenant")
+    groups is null) and the classes. A class holds the stored values themselves, never names
+    reparsed from a joined string: the key joins the groups' dictionary codes (digits, "," and
+    "-1" for a null name), then "|" and the tenant, so no name can make two different
+    combinations share a class. A null group name matches no principal's group (the other
+    groups still count)."""
     groups = table.column("groups")
     if isinstance(groups, pa.ChunkedArray):
-        groups = (groups.combine_chunks() if groups.num_chunks
-                  else pa.array([], groups.type))
+        groups = groups.combine_chunks() if groups.num_chunks else pa.array([], groups.type)
     if isinstance(groups, pa.LargeListArray):
         groups = groups.cast(pa.list_(groups.type.value_type))
-    # each group name by its code, the list joined: "3,0,7" ("-1" for a null name, "" for [])
-    member = pc.cast(pc.fill_null(_dictionary_codes(groups.values), -1), pa.string())
+    names = _encoded(groups.values)
+    member = pc.cast(pc.fill_null(names.indices, -1), pa.string())
     coded = pa.ListArray.from_arrays(groups.offsets, member, mask=groups.is_null())
-    tenant_codes = pc.cast(_dictionary_codes(tenants), pa.string())
-    key = pc.binary_join_element_wise(tenant_codes, pc.binary_join(coded, ","), "|")  # null → null
-    enc = pc.dictionary_encode(key)
-    codes = (enc.indices if isinstance(enc, pa.Array) else
-             enc.combine_chunks().indices if enc.num_chunks else pa.array([], pa.int32()))
-    codes = codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-    uniq, first = np.unique(codes, return_index=True)
-    classes: list[AccessClass] = []
-    remap = np.full(max(int(uniq.max()) + 1, 1) if uniq.size else 1, NO_POLICY, np.int32)
-    for code, row in zip(uniq.tolist(), first.tolist()):
-        if code < 0:
-            continue  # tenant or groups null: no policy, never visible
-        remap[code] = len(classes)
-        classes.append(AccessClass.of(tenants[row].as_py(), groups[row].as_py()))
-    return np.where(codes >= 0, remap[np.maximum(codes, 0)], NO_POLICY).astype(np.int32), classes
+    key = _encoded(pc.binary_join_element_wise(pc.binary_join(coded, ","), table.column("tenant"), "|"))
+    group_names = names.dictionary.to_pylist()
+    classes = []
+    for k in key.dictionary.to_pylist():  # the codes part holds no "|": the first one splits
+        codes, tenant = k.split("|", 1)
+        classes.append(AccessClass(tenant, tuple(group_names[int(c)] for c in codes.split(",")
+                                                 if c and c != "-1")))
+    # a key's dictionary index is its class; a null key (tenant or groups null) has no policy
+    return key.indices.fill_null(NO_POLICY).to_numpy(zero_copy_only=False).astype(np.int32), classes
 
 
 class AccessPolicy:
@@ -135,9 +127,10 @@ class AccessPolicy:
                 mask &= ~np.isin(doc_codes, codes)
         return mask
 
-    def mask(self, table: pa.Table) -> np.ndarray:
-        """Rows of `table` (tenant, groups, doc_id) the principal may see."""
-        codes, classes = access_of(table)
+    def mask(self, table: pa.Table, access: tuple[np.ndarray, list[AccessClass]] | None = None) -> np.ndarray:
+        """Rows of `table` (tenant, groups, doc_id) the principal may see (`access`: the
+        table's `access_of`, where the caller keeps it)."""
+        codes, classes = access if access is not None else access_of(table)
         mask = self.class_mask(classes)[codes]
         if self.excluded:
             hit = pc.is_in(table.column("doc_id"), value_set=pa.array(self.excluded, pa.string()))

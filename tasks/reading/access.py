@@ -56,7 +56,7 @@ def _visible(catalog: Catalog, tombstones: frozenset[str], principal: Principal,
             _VISIBLE.move_to_end(key)
             return _VISIBLE[key]
     try:
-        mask = AccessPolicy(principal, tombstones).mask(catalog.access)
+        mask = AccessPolicy(principal, tombstones).mask(catalog.access, catalog.access_classes)
     except AccessDenied:  # a principal whose policy is unusable sees nothing
         mask = np.zeros(catalog.access.num_rows, dtype=bool)
     valid = catalog.validity.mask_at(at)
