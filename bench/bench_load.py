@@ -48,7 +48,7 @@ def new_records(n: int) -> list[dict]:
 def answer_all(settings, questions: list[str], concurrency: int, generation: str) -> tuple[list, list, float]:
     from tasks.llm.rules import RulesProvider
     from tasks.query.loop import answer_question
-    from tasks.query.principals import default_principal
+    from tasks.access.principals import default_principal
     from tasks.query.retriever import Retriever
     from tasks.store.layout import StoreLayout
 

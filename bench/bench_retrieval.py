@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from schemas.retrieval import RetrievalSettings  # noqa: E402
 from schemas.settings import MabillonSettings  # noqa: E402
+from tasks.access.principals import resolve_principal  # noqa: E402
 from tasks.eval.questions import load_questions  # noqa: E402
 from tasks.eval.run import evaluate  # noqa: E402
 from tasks.eval.systems import Baseline  # noqa: E402
-from tasks.query.principals import resolve_principal  # noqa: E402
 from tasks.query.retriever import Retriever  # noqa: E402
 
 

@@ -22,8 +22,8 @@ from flows.run_names import ingest_run_name
 from flows.timing import stage_markdown
 from schemas.generation import IngestResult
 from schemas.settings import MabillonSettings
+from tasks.access.principals import default_principal
 from tasks.markup import md_code, md_text
-from tasks.query.principals import default_principal
 from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)

@@ -23,11 +23,11 @@ from flows.run_names import canary_run_name, delete_run_name, gc_run_name, promo
 from flows.settle_deletions import Settlement, holding_release_slot, settle_deletions
 from schemas.generation import RoutingRecord
 from schemas.settings import MabillonSettings
+from tasks.access.principals import default_principal
 from tasks.markup import md_text
 from tasks.ops import canary as canaries
 from tasks.ops import switching
 from tasks.ops.retention import GcReport, PurgeReport, collect_garbage
-from tasks.query.principals import default_principal
 from tasks.store.documents import unknown_documents
 from tasks.store.layout import StoreLayout
 from tasks.store.manifests import read_manifest

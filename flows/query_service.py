@@ -49,7 +49,7 @@ class WarmRetrievers:
         self._lock = threading.Lock()
 
     def key(self, principal: Principal, generation: str | None, as_of: str | None = None) -> tuple:
-        from tasks.query.principals import principals_path
+        from tasks.store.layout import principals_path
         from tasks.store.routing import read_routing
         from tasks.store.tombstones import tombstones_path
 
@@ -78,7 +78,7 @@ class WarmRetrievers:
 
     def warm_up(self) -> None:
         """Open the serving generation for the default principal (loads the model)."""
-        from tasks.query.principals import default_principal
+        from tasks.access.principals import default_principal
 
         try:
             self.get(default_principal(self.settings), None)
@@ -111,7 +111,7 @@ class QueryService:
 
     def answer(self, request: dict) -> dict:
         from flows.answer import AskParams, answer
-        from tasks.query.principals import resolve_principal
+        from tasks.access.principals import resolve_principal
 
         params = AskParams.model_validate(request)
         principal = resolve_principal(self.settings, params.principal)

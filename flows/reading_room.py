@@ -36,8 +36,8 @@ from starlette.middleware.cors import CORSMiddleware
 from schemas.reading_room import MAX_ASK_BODY_BYTES, AskRequest
 from schemas.retrieval import AccessDenied, Principal
 from schemas.settings import MabillonSettings
-from tasks.query.principals import DEFAULT_PRINCIPAL, default_principal, token_digest
-from tasks.query.validity import AsOfAhead, InvalidAsOf, resolve_as_of
+from tasks.access.principals import DEFAULT_PRINCIPAL, default_principal, token_digest
+from tasks.access.validity import AsOfAhead, InvalidAsOf, resolve_as_of
 from tasks.reading import wording
 from tasks.reading.image_request import ImageRequestError
 from tasks.reading.links import Links

@@ -17,6 +17,7 @@ from flows.settle_deletions import holding_release_slot
 from flows.timing import StageClock, publish_stage_seconds, timed
 from schemas.generation import IngestResult, Parsed, RunCounts
 from schemas.settings import MabillonSettings
+from tasks.access.principals import default_principal
 from tasks.ingest.acquire import AccessDefaults, acquire_task
 from tasks.ingest.changes import RunPlan, plan_task
 from tasks.ingest.chunk import chunk_task
@@ -27,7 +28,6 @@ from tasks.ingest.parse.units import parse
 from tasks.ingest.publish import Publication, count_run, nothing_new, publish_task
 from tasks.ingest.reconcile import reconcile_task
 from tasks.ingest.validate import validate_task
-from tasks.query.principals import default_principal
 from tasks.store.layout import StoreLayout
 
 

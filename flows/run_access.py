@@ -17,7 +17,7 @@ from pydantic import SecretStr
 
 from schemas.retrieval import AccessDenied, Principal
 from schemas.settings import MabillonSettings
-from tasks.query.principals import require_operator, resolve_principal, resolve_token
+from tasks.access.principals import require_operator, resolve_principal, resolve_token
 
 log = logging.getLogger(__name__)
 

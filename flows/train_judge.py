@@ -20,6 +20,7 @@ from prefect.cache_policies import NONE
 from pydantic import BaseModel, Field
 
 from schemas.settings import MabillonSettings
+from tasks.access.principals import resolve_principal
 from tasks.eval.judge_data import JudgeData, collect
 from tasks.eval.judge_training import (brier, cross_validate, fit, reliability, row_groups)
 from tasks.eval.questions import load_questions
@@ -27,7 +28,6 @@ from tasks.llm.base import Ledger
 from tasks.llm.judge_model import PACKAGED
 from tasks.llm.rules import RulesProvider
 from tasks.markup import md_code, md_row, md_text
-from tasks.query.principals import resolve_principal
 from tasks.query.retriever import Retriever
 
 log = logging.getLogger(__name__)

@@ -183,6 +183,16 @@ class GenerationManifest(BaseModel):
     indexes: IndexContract | None = None
 
 
+class PurgeRecord(BaseModel):
+    """One physical purge of a published generation, kept beside its manifest (which is never
+    rewritten): when, which sources were removed, and the indexes rebuilt over the rewritten rows
+    with the manifest's parameters (none when the generation had no index contract)."""
+
+    at: datetime
+    sources_removed: list[str] = Field(default_factory=list)
+    indexes: IndexContract | None = None
+
+
 class Tombstone(BaseModel):
     doc_id: str
     at: datetime

@@ -64,7 +64,7 @@ def exported_references(settings: MabillonSettings, principal_name: str | None, 
     the room at its configured address."""
     from tasks.cite.export import query_references
     from tasks.cite.formats import render
-    from tasks.query.principals import resolve_principal
+    from tasks.access.principals import resolve_principal
     from tasks.reading.links import Links
     from tasks.reading.room import ReadingRoom
 
@@ -103,7 +103,7 @@ def asked_of_serve(settings: MabillonSettings, request: dict) -> dict | None:
 def answered_here(settings: MabillonSettings, request: dict) -> dict:
     from flows.answer import AskParams, answer
     from flows.cli.release import serving_or_named
-    from tasks.query.principals import resolve_principal
+    from tasks.access.principals import resolve_principal
     from tasks.store.layout import StoreLayout
 
     # nothing serving, an unknown generation: said before a model is loaded

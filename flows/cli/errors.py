@@ -80,7 +80,7 @@ def explain(exc: BaseException) -> Explained:
     from tasks.ops.canary import CanaryRefused
     from tasks.ops.switching import GenerationUnavailable, NothingToRollBack
     from tasks.store.serving import NoServingGeneration
-    from tasks.query.validity import InvalidAsOf
+    from tasks.access.validity import InvalidAsOf
     from tasks.store.atomic import LockTimeout
 
     from flows.run_access import Refusal

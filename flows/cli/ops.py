@@ -167,7 +167,7 @@ def cmd_shadow(args: argparse.Namespace, settings: MabillonSettings) -> int:
 
     from flows.cli.release import serving_or_named
     from tasks.ops.shadow import load_shadow_questions, shadow_compare
-    from tasks.query.principals import resolve_principal
+    from tasks.access.principals import resolve_principal
 
     questions = Path(args.questions)
     if not questions.is_file():

@@ -15,7 +15,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from schemas.indexes import LexicalBuild, LexicalIndex
-from tasks.index.access_classes import access_of
+from tasks.access.policy import access_of
 from tasks.index.analyzer import TOKEN, analyze_word, analyzer_id, normalize, words
 from tasks.index.lexical_format import (CLASS_DF, FORMAT, PRUNING, ROW, TERM_STATS, TF,
                                         TOKEN_PREFIX, chunk_digest, lexical_folder,
@@ -76,7 +76,7 @@ def build_index(folder: Location, texts: Iterable[str], chunk_ids: pa.Array | pa
     """Analyse every text once and write the index files under `folder`.
 
     `row_class` (int per row, negative for rows without a policy) groups rows by access class
-    (`access_classes.access_of`); without it every row is one class, which stays exact but makes the
+    (`tasks.access.policy.access_of`); without it every row is one class, which stays exact but makes the
     document frequencies of a restricted principal a count over the postings."""
     started = time.perf_counter()
     builder = _Builder(stem, ngrams)

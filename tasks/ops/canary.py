@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 
 from schemas.generation import Canary, RoutingRecord
 from schemas.settings import MabillonSettings
+from tasks.access.policy import is_safe_name
+from tasks.access.principals import list_principals
 from tasks.ops.switching import GenerationUnavailable, check_servable
-from tasks.query.authorize import is_safe_name
-from tasks.query.principals import list_principals
 from tasks.store.layout import StoreLayout
 from tasks.store.manifests import read_manifest
 from tasks.store.routing import end_canaries, read_routing, start_canary

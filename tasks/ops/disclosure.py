@@ -23,7 +23,8 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
-from schemas.retrieval import Principal
+from schemas.retrieval import AccessDenied, Principal
+from tasks.access.policy import AccessClass, AccessPolicy
 from tasks.store.layout import StoreLayout
 
 
@@ -50,16 +51,19 @@ class Disclosure:
 def disclosure_of(revisions: pa.Table, public: Principal | None, now: datetime,
                   deleted: set[str]) -> Disclosure:
     """From the current revisions of a generation (source_id, doc_id, tenant, groups, valid_from,
-    valid_to, is_current). Without a public principal nothing is public."""
+    valid_to, is_current). Without a public principal, or one the policy refuses, nothing is public."""
     tenants, shown = {}, set()
-    groups = set(public.groups) if public else set()
+    try:
+        policy = AccessPolicy(public) if public is not None else None
+    except AccessDenied:  # the default principal can read nothing: nothing is public
+        policy = None
     for row in revisions.to_pylist():
         if not row.get("is_current", True):
             continue
         sid = row["source_id"]
         tenants[sid] = row["tenant"] or ""
         valid_from, valid_to = row.get("valid_from"), row.get("valid_to")
-        if (public is not None and row["tenant"] == public.tenant and groups & set(row["groups"] or ())
+        if (policy is not None and policy.admits(AccessClass.of(row["tenant"], row["groups"]))
                 and row["doc_id"] not in deleted
                 and (valid_from is None or valid_from <= now) and (valid_to is None or now < valid_to)):
             shown.add(sid)

@@ -21,13 +21,13 @@ from schemas.generation import Counts, GenerationManifest, Quarantined, RoutingR
 from schemas.release import Decision, GateDecision, ShadowReport
 from schemas.retrieval import AccessDenied
 from schemas.settings import MabillonSettings
+from tasks.access.principals import list_principals, require_operator, resolve_principal, resolve_token
 from tasks.ops import canary, switching
 from tasks.markup import md_code, md_text
 from tasks.ops.disclosure import quarantine_markdown
 from tasks.ops.release_record import shadow_markdown
 from tasks.ops.retention import remove_generation_data
 from tasks.ops.shadow import load_shadow_questions, shadow_compare
-from tasks.query.principals import list_principals, require_operator, resolve_principal, resolve_token
 from tasks.store.layout import StoreLayout
 from tasks.store.manifests import read_manifest
 from tasks.store.routing import read_routing, record_event

@@ -4,21 +4,15 @@ now (a purge of deleted documents changes that after publication; the manifest i
 rewritten)."""
 from __future__ import annotations
 
-import yaml
-
 from schemas.generation import SWITCH_ACTIONS, Counts, GenerationStatus, RoutingRecord
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import has_lineage, read_lineage_table
-from tasks.store.manifests import list_generations, read_manifest
+from tasks.store.manifests import list_generations, read_manifest, read_purges
 from tasks.store.routing import read_routing
 
 
 def purged_sources(layout: StoreLayout, generation: str) -> list[str]:
-    path = layout.generations / f"{generation}.purges.yaml"
-    if not path.exists():
-        return []
-    entries = yaml.safe_load(path.read_text("utf-8")) or []
-    return [s for e in entries for s in e.get("sources_removed", [])]
+    return [s for record in read_purges(layout, generation) for s in record.sources_removed]
 
 
 def current_counts(layout: StoreLayout, generation: str, published: Counts) -> Counts:

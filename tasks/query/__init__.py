@@ -1,1 +1,2 @@
-"""The query path: authorization, retrieval channels, fusion (and the TRACE loop on top)."""
+"""The query path: retrieval channels, fusion (and the TRACE loop on top), behind the access
+policy of tasks/access."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from schemas.retrieval import ChunkHit, DocHit
 from tasks.index.analyzer import normalize
-from tasks.query.authorize import AllowedSet, sql_literal
+from tasks.access.policy import AllowedSet, sql_literal
 from tasks.query.searchable import Searchable
 from tasks.query.substring import candidate_rows, occurrence_counts
 from tasks.query.temporal import decay_scores

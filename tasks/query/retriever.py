@@ -4,7 +4,7 @@ start that fuses them.
 Open once per (generation, principal): `open` takes what `tasks.store.serving` opens (routing,
 manifest, integrity, tombstones, encoder choice), loads the query encoder it names and checks its
 space. Each channel is a function of (generation, allowed set, query) in `tasks.query.channels`;
-the retriever binds the first two. The allowed set (`authorize.allowed_set`: who and what fixed
+the retriever binds the first two. The allowed set (`AccessPolicy.allowed_set`: who and what fixed
 at open time, when — the validity interval at the query time — at each search) is applied
 *before* scoring in every channel; nothing outside it is ever scored, returned or fetched.
 
@@ -28,11 +28,11 @@ from schemas.embedding import EmbeddingSpaceMismatch
 from schemas.indexes import IndexContract, IndexSettings
 from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
+from tasks.access.policy import AccessPolicy, AllowedSet
 from tasks.index.dense_search import DensePlan, dense_plan
 from tasks.index.postings import PostingsIndex
 from tasks.query import channels
 from tasks.query.analysis import named_corpora, question_query
-from tasks.query.authorize import AllowedSet, allowed_set
 from tasks.query.fusion import balance, rrf
 from tasks.query.searchable import Searchable, load_view
 from tasks.query.view import GenerationView
@@ -78,7 +78,7 @@ class Retriever:
                                  contract=contract, index_settings=index_settings,
                                  index_flags=index_flags)
         # who (tenant, groups), what (tombstones) and when (validity at the query time)
-        self.access: AllowedSet = allowed_set(view, principal, excluded_doc_ids, as_of)
+        self.access: AllowedSet = AccessPolicy(principal, excluded_doc_ids).allowed_set(view, as_of)
         self._corpora: list[str] | None = None  # the sub-corpora this principal sees
         log.info("retriever %s for %s: %d of %d chunks allowed", generation,
                  principal.principal_id, self.access.count, len(view))
@@ -100,7 +100,7 @@ class Retriever:
         """
         from tasks.compiled_encoder import query_encoder
         from tasks.embedding import load_embedder
-        from tasks.query.validity import resolve_as_of
+        from tasks.access.validity import resolve_as_of
         from tasks.store.serving import open_serving
 
         at = resolve_as_of(as_of, principal)  # before anything is read: a bad one changes nothing

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.retrieval import ChunkHit, DocHit
-from tasks.index.access_classes import AccessClass, access_of, dictionary_codes
-from tasks.query.validity import ValidityWindow
+from tasks.access.policy import AccessClass, access_of
+from tasks.access.validity import ValidityWindow
 
 META_COLUMNS = ["chunk_id", "doc_id", "corpus", "date", "tenant", "groups", "ordinal"]
 VALIDITY_COLUMNS = ["valid_from", "valid_to"]  # absent from generations published before them
@@ -51,6 +51,15 @@ def to_day(date: str | None) -> int | None:
         return None
 
 
+def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list]:
+    """Dictionary codes (int32, -1 for null) and the distinct values."""
+    enc = pc.dictionary_encode(column)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks() if enc.num_chunks else pa.array([], pa.dictionary(pa.int32(), pa.string()))
+    codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+    return codes, enc.dictionary.to_pylist()
+
+
 @dataclass
 class GenerationView:
     chunk_ids: pa.Array  # row → chunk id
@@ -62,7 +71,7 @@ class GenerationView:
     date_values: list[str | None]
     days: np.ndarray  # int32 days since 1970-01-01, NO_DAY when missing
     ordinal: np.ndarray  # int32
-    access_codes: np.ndarray  # int32, row → index into access_classes (NO_POLICY: none)
+    access_codes: np.ndarray  # int32, row → index into access_classes (policy.NO_POLICY: none)
     access_classes: list[AccessClass]
     fetch: Fetch
     row_ids: np.ndarray | None = None  # sorted Lance _rowid of each row (dense results map back)
@@ -72,9 +81,9 @@ class GenerationView:
     def from_table(cls, table: pa.Table, fetch: Fetch | None = None,
                    row_ids: np.ndarray | None = None) -> "GenerationView":
         """From the metadata columns of a generation (`fetch` defaults to reading `table`)."""
-        doc_codes, doc_ids = dictionary_codes(table.column("doc_id"))
-        corpus_codes, corpus_names = dictionary_codes(table.column("corpus"))
-        date_codes, date_values = dictionary_codes(table.column("date"))
+        doc_codes, doc_ids = _codes(table.column("doc_id"))
+        corpus_codes, corpus_names = _codes(table.column("corpus"))
+        date_codes, date_values = _codes(table.column("date"))
         value_days = np.array([d if (d := to_day(v)) is not None else NO_DAY for v in date_values],
                               dtype=np.int32)
         days = np.where(date_codes >= 0, value_days[np.maximum(date_codes, 0)] if value_days.size

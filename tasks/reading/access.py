@@ -3,10 +3,10 @@ one), the tombstones and the principal's policy, re-read whenever the routing re
 tombstone list changes on disk.
 
 A revision is visible to a principal when it is a current revision of the principal's routed
-generation, its document is not tombstoned (on every route at once), the query side's own
-policy function (`allowed_mask`: tenant, groups) admits it, and the time of the request — or
-the `as_of` it names — is inside the revision's validity interval (tasks.query.validity), so
-an embargo ends by itself. Everything the reading room serves is checked against this set on
+generation, its document is not tombstoned (on every route at once), the access policy the
+query side applies too (tasks.access.policy: tenant, groups) admits it, and the time of the
+request — or the `as_of` it names — is inside the revision's validity interval
+(tasks.access.validity), so an embargo ends by itself. Everything the reading room serves is checked against this set on
 every request; nothing outside it is read, rendered or listed.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from datetime import datetime
 import numpy as np
 
 from schemas.retrieval import AccessDenied, Principal
-from tasks.query.authorize import allowed_mask
-from tasks.query.validity import now_utc
+from tasks.access.policy import AccessPolicy
+from tasks.access.validity import now_utc
 from tasks.reading.catalog import Catalog
 from tasks.store.layout import StoreLayout
 from tasks.store.routing import read_routing
@@ -56,7 +56,7 @@ def _visible(catalog: Catalog, tombstones: frozenset[str], principal: Principal,
             _VISIBLE.move_to_end(key)
             return _VISIBLE[key]
     try:
-        mask = allowed_mask(catalog.access, principal, tombstones)
+        mask = AccessPolicy(principal, tombstones).mask(catalog.access, catalog.access_classes)
     except AccessDenied:  # a principal whose policy is unusable sees nothing
         mask = np.zeros(catalog.access.num_rows, dtype=bool)
     valid = catalog.validity.mask_at(at)

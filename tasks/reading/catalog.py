@@ -11,11 +11,13 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.generation import GenerationManifest
-from tasks.query.validity import ValidityWindow
+from tasks.access.policy import AccessClass, access_of
+from tasks.access.validity import ValidityWindow
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_lineage_table, read_revision_rows
 from tasks.store.manifests import read_manifest
@@ -106,6 +108,7 @@ class Catalog:
     pages: dict[str, list[PageInfo]]  # revision_id → pages in order
     access: pa.Table  # revision_id, doc_id, tenant, groups, valid_from, valid_to: the access input
     validity: ValidityWindow  # each current revision's validity interval (the time rule)
+    access_classes: tuple[np.ndarray, list[AccessClass]]  # `access_of(access)`, kept: it never changes
     _layout: StoreLayout = field(repr=False)
     _chunks: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _elements: OrderedDict = field(default_factory=OrderedDict, repr=False)
@@ -139,7 +142,8 @@ class Catalog:
         access = revs.select(["revision_id", "doc_id", "tenant", "groups", "valid_from", "valid_to"])
         return cls(generation=generation, manifest=read_manifest(layout, generation),
                    revisions=revisions, current={r.doc_id: r.revision_id for r in revisions.values()},
-                   pages=pages, access=access, validity=ValidityWindow.of(access), _layout=layout)
+                   pages=pages, access=access, validity=ValidityWindow.of(access),
+                   access_classes=access_of(access), _layout=layout)
 
     def page(self, revision_id: str, page_no: int) -> PageInfo | None:
         return next((p for p in self.pages.get(revision_id, []) if p.page_no == page_no), None)

@@ -12,7 +12,7 @@ from datetime import datetime
 from schemas.query import QueryRecord
 from schemas.retrieval import Principal
 from schemas.settings import MabillonSettings
-from tasks.query.principals import DEFAULT_PRINCIPAL
+from tasks.access.principals import DEFAULT_PRINCIPAL
 from tasks.reading.access import ServingState, Snapshot
 from tasks.reading.catalog import ALTO_MEDIA_TYPE, PageInfo, RevisionInfo
 from tasks.reading.image_request import (FEATURES, FORMATS, QUALITIES, ImageRequest,
@@ -87,7 +87,7 @@ class ReadingRoom:
     # access -------------------------------------------------------------------------------------
     def visible(self, principal: Principal, as_of: datetime | None = None) -> Visible:
         """What the viewer may see in the generation routed to them, now or at `as_of` (already
-        resolved and allowed: tasks.query.validity.resolve_as_of)."""
+        resolved and allowed: tasks.access.validity.resolve_as_of)."""
         snapshot = self.state.snapshot(principal)
         if self._last_state != self.state.version():
             # a deletion or a switch: cached pixels of what no route serves any more are dropped
@@ -141,7 +141,7 @@ class ReadingRoom:
 
     def restricted(self, view: Visible, revision_id: str) -> bool:
         """Whether the anonymous reader cannot see this revision (IIIF auth services apply)."""
-        from tasks.query.principals import default_principal
+        from tasks.access.principals import default_principal
 
         return revision_id not in view.snapshot.visible(default_principal(self.settings))
 

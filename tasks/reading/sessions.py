@@ -1,7 +1,7 @@
 """Sign-in sessions of the reading room: the cookie holds a random session id, never the token.
 
 `/login` checks the token once and keeps only its SHA-256 here, under a fresh 256-bit id; each
-request resolves that digest against principals.json again (tasks.query.principals), so a
+request resolves that digest against principals.json again (tasks.access.principals), so a
 token withdrawn there signs its sessions out at once. Sessions live in the room's memory: a
 restart signs everyone out, and nothing on disk or in the browser can be replayed as the token.
 """

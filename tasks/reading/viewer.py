@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from schemas.retrieval import AccessDenied, Principal
 from schemas.settings import MabillonSettings
-from tasks.query.principals import INVALID_TOKEN, resolve_principal, resolve_token, resolve_token_digest
+from tasks.access.principals import INVALID_TOKEN, resolve_principal, resolve_token, resolve_token_digest
 
 SIGN_IN_REQUIRED = "sign-in required"
 

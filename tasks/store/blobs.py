@@ -25,3 +25,14 @@ def read_blob(layout: StoreLayout, digest: str) -> bytes:
     if sha256_hex(data) != digest:
         raise IOError(f"blob {digest} is corrupt in the store ({layout.blob_path(digest)})")
     return data
+
+
+def remove_blobs(layout: StoreLayout, keep: set[str], only: set[str] | None = None) -> int:
+    """Blobs whose digest is not in `keep` (given `only`, just those of its digests): how many
+    were removed."""
+    removed = 0
+    for blob in layout.blobs.files():
+        if blob.name not in keep and (only is None or blob.name in only):
+            blob.unlink()
+            removed += 1
+    return removed

@@ -65,3 +65,30 @@ def load_space(layout: StoreLayout, key: str) -> EmbeddingSpace | None:
 
 def save_space(layout: StoreLayout, key: str, space: EmbeddingSpace) -> None:
     layout.space_cache(key).write_text(space.model_dump_json())
+
+
+def _chosen(name: str, keep: set[str], only: set[str] | None) -> bool:
+    return name not in keep and (only is None or name in only)
+
+
+def remove_cached_revisions(layout: StoreLayout, keep: set[str], only: set[str] | None = None) -> int:
+    """Parsed documents and vectors cached for revisions not in `keep` (given `only`, just those
+    of its revisions): how many revision folders and vector files were removed."""
+    removed = 0
+    for rev_dir in layout.parsed_root.subfolders():
+        if _chosen(rev_dir.name, keep, only):
+            rev_dir.remove_tree()
+            removed += 1
+    for cached in layout.vectors_root.files():
+        if cached.name.endswith(".parquet") and _chosen(cached.stem, keep, only):
+            cached.unlink()
+            removed += 1
+    return removed
+
+
+def remove_encoders(layout: StoreLayout, keep_spaces: set[str]) -> int:
+    """Compiled query encoders of embedding spaces not in `keep_spaces`: how many were removed."""
+    gone = [folder for folder in layout.encoders.subfolders() if folder.name not in keep_spaces]
+    for folder in gone:
+        folder.remove_tree()
+    return len(gone)

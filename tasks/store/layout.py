@@ -14,6 +14,13 @@ from schemas.settings import MabillonSettings
 from tasks.store.location import Location, open_location
 
 CHUNKS_TABLE = "chunks"
+PRINCIPALS_FILE = "principals.json"
+
+
+def principals_path(settings: MabillonSettings) -> Path:
+    """Who may ask (tasks.access.principals): in the home, beside the warehouse and manifests,
+    since it is configuration of the home, not state of a release."""
+    return settings.home / PRINCIPALS_FILE
 
 
 @dataclass(frozen=True)
@@ -57,11 +64,19 @@ class StoreLayout:
         """Per-revision work already done (parsed pages, vectors): what a rerun resumes from."""
         return self.warehouse / "caches"
 
+    @property
+    def parsed_root(self) -> Location:
+        return self.caches / "parsed"
+
     def parsed_dir(self, revision_id: str) -> Location:
-        return self.caches / "parsed" / revision_id
+        return self.parsed_root / revision_id
+
+    @property
+    def vectors_root(self) -> Location:
+        return self.caches / "vectors"
 
     def vectors_cache(self, space_id: str, segmenter_id: str, revision_id: str) -> Location:
-        return self.caches / "vectors" / space_id / segmenter_id / f"{revision_id}.parquet"
+        return self.vectors_root / space_id / segmenter_id / f"{revision_id}.parquet"
 
     def space_cache(self, key: str) -> Location:
         return self.caches / "spaces" / f"{key}.json"
@@ -89,6 +104,10 @@ class StoreLayout:
 
     def manifest_path(self, generation: str) -> Path:
         return self.generations / f"{generation}.yaml"
+
+    def purges_path(self, generation: str) -> Path:
+        """Purge records: amendments beside the manifest, which is never rewritten."""
+        return self.generations / f"{generation}.purges.yaml"
 
     @property
     def reports(self) -> Path:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +47,61 @@ def read_revision_rows(layout: StoreLayout, generation: str, name: str, revision
         raise KeyError(name)
     return (layout.lineage_dir(generation) / f"{name}.parquet").read_parquet(
         columns, filters=[("revision_id", "=", revision_id)])
+
+
+def without(table: pa.Table, column: str, values: set[str]) -> pa.Table:
+    """`table` less the rows whose `column` is one of `values`."""
+    if not values or table.num_rows == 0:
+        return table
+    return table.filter(pc.invert(pc.is_in(table[column], value_set=pa.array(sorted(values), pa.string()))))
+
+
+@dataclass
+class RemovedLineage:
+    """What a purge took out of one generation's snapshot: the ids other stores are cleaned of
+    (caches by revision, blobs by digest, query records by document, chunk and text)."""
+
+    source_ids: set[str] = field(default_factory=set)
+    revision_ids: set[str] = field(default_factory=set)
+    digests: set[str] = field(default_factory=set)
+    chunk_ids: set[str] = field(default_factory=set)
+    texts: list[str] = field(default_factory=list)
+
+
+def remove_documents(layout: StoreLayout, generation: str, doc_ids: set[str]) -> RemovedLineage | None:
+    """Rewrite a generation's snapshot without these documents: their sources and revisions,
+    the revisions' pages, elements and chunks, the chunks' vectors, and their rows of the
+    source diff. None (nothing rewritten) when the generation holds none of them."""
+    tables = {name: read_lineage_table(layout, generation, name) for name in LINEAGE_TABLES}
+    sources = tables["sources"]
+    hit = pc.is_in(sources["doc_id"], value_set=pa.array(sorted(doc_ids), pa.string()))
+    source_ids = set(sources.filter(hit)["source_id"].to_pylist())
+    if not source_ids:
+        return None
+    revs = tables["revisions"].filter(pc.is_in(tables["revisions"]["source_id"],
+                                               value_set=pa.array(sorted(source_ids), pa.string())))
+    rev_ids = set(revs["revision_id"].to_pylist())
+    doomed = tables["chunks"].filter(pc.is_in(tables["chunks"]["revision_id"],
+                                              value_set=pa.array(sorted(rev_ids), pa.string())))
+    removed = RemovedLineage(source_ids=source_ids, revision_ids=rev_ids,
+                             digests=set(revs["digest"].to_pylist()),
+                             chunk_ids=set(doomed["chunk_id"].to_pylist()), texts=doomed["text"].to_pylist())
+    rewritten = {
+        "sources": without(sources, "source_id", source_ids),
+        "revisions": without(tables["revisions"], "source_id", source_ids),
+        "pages": without(tables["pages"], "revision_id", rev_ids),
+        "elements": without(tables["elements"], "revision_id", rev_ids),
+        "chunks": without(tables["chunks"], "revision_id", rev_ids),
+        "vectors": without(tables["vectors"], "chunk_id", removed.chunk_ids),
+    }
+    write_lineage_snapshot(layout, generation, rewritten)
+    drop_from_source_diff(layout, generation, source_ids)
+    return removed
+
+
+def remove_lineage(layout: StoreLayout, generation: str) -> None:
+    """A retired generation's whole snapshot (its manifest stays, as the record of what it was)."""
+    layout.lineage_dir(generation).remove_tree()
 
 
 def has_lineage(layout: StoreLayout, generation: str) -> bool:

@@ -1,11 +1,12 @@
-"""Generation manifests: one YAML file each, written once, never modified."""
+"""Generation manifests: one YAML file each, written once, never modified; and the purge records
+beside them (`<g>.purges.yaml`), the amendments a physical purge makes to what a generation holds."""
 from __future__ import annotations
 
 import re
 
 import yaml
 
-from schemas.generation import GenerationManifest
+from schemas.generation import GenerationManifest, PurgeRecord
 from tasks.store.atomic import atomic_write_text
 from tasks.store.layout import StoreLayout
 
@@ -40,3 +41,18 @@ def next_generation_id(layout: StoreLayout, taken: list[str]) -> str:
     numbers = [int(m.group(1)) for g in [*list_generations(layout), *taken]
                if (m := GENERATION_PATTERN.match(g))]
     return f"g{(max(numbers) + 1) if numbers else 1:04d}"
+
+
+def read_purges(layout: StoreLayout, generation: str) -> list[PurgeRecord]:
+    """The purges recorded for a generation, oldest first (none when it was never purged)."""
+    path = layout.purges_path(generation)
+    if not path.exists():
+        return []
+    return [PurgeRecord.model_validate(e) for e in yaml.safe_load(path.read_text("utf-8")) or []]
+
+
+def append_purge(layout: StoreLayout, generation: str, record: PurgeRecord) -> None:
+    """Add a purge record (the caller holds the release lock: no two purges race)."""
+    records = [*read_purges(layout, generation), record]
+    atomic_write_text(layout.purges_path(generation),
+                      yaml.safe_dump([r.model_dump(mode="json") for r in records], allow_unicode=True))

@@ -85,7 +85,7 @@ def test_on_the_dev_questions_hybrid_beats_both_channels_and_trace_beats_hybrid(
     from tasks.eval.questions import load_questions
     from tasks.eval.run import evaluate
     from tasks.eval.systems import Baseline
-    from tasks.query.principals import resolve_principal
+    from tasks.access.principals import resolve_principal
     from tasks.query.retriever import Retriever
 
     settings = settings_for(shared_corpus_home)

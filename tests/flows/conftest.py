@@ -85,7 +85,7 @@ def api(prefect_server) -> httpx.Client:
 
 def write_principals(home: Path) -> None:
     """An operator, and a reader of tenant B (its documents are not public)."""
-    from tasks.query.principals import token_digest
+    from tasks.access.principals import token_digest
 
     home.mkdir(parents=True, exist_ok=True)
     (home / "principals.json").write_text(json.dumps({

@@ -175,7 +175,7 @@ def two_generations(tmp_path_factory):
 
 def test_the_published_diff_names_public_documents_only(two_generations):
     from flows.artifacts.generations import diff_disclosure, last_diff
-    from tasks.query.principals import default_principal
+    from tasks.access.principals import default_principal
     from tasks.store.layout import StoreLayout
 
     layout = StoreLayout.from_settings(two_generations)

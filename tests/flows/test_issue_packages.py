@@ -12,9 +12,9 @@ import pytest
 from flows.operate import DeleteParams, delete
 from flows.release import ReleaseOptions, release
 from schemas.settings import LlmSettings
+from tasks.access.principals import resolve_principal
 from tasks.llm.registry import make_provider
 from tasks.query.loop import answer_question
-from tasks.query.principals import resolve_principal
 from tasks.query.retriever import Retriever
 from tasks.store.layout import StoreLayout
 from tests.conftest import settings_for

@@ -13,10 +13,10 @@ from flows.ask import AskParams, ask
 from flows.release import ReleaseOptions, release
 from schemas.query import LoopParams
 from schemas.retrieval import AccessDenied, Principal
+from tasks.access.principals import resolve_principal, resolve_token, token_digest
 from tasks.llm.replay import ReplayProvider
 from tasks.llm.rules import RulesProvider
 from tasks.query.loop import answer_question
-from tasks.query.principals import resolve_principal, resolve_token, token_digest
 from tasks.query.retriever import Retriever
 from tasks.store.layout import StoreLayout
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records

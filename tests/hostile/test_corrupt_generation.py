@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from flows.release import ReleaseOptions, release
+from tasks.access.principals import default_principal
 from tasks.ops.switching import promote, rollback
-from tasks.query.principals import default_principal
 from tasks.query.retriever import Retriever
 from tasks.store import integrity
 from tasks.store.integrity import CorruptGeneration, digests_path, generation_files, verify_generation

@@ -12,12 +12,12 @@ import pytest
 
 from flows.release import release
 from schemas.query import HitView, LoopParams
+from tasks.access.principals import resolve_principal
 from tasks.llm.base import parse_json_object
 from tasks.llm.replay import ReplayProvider
 from tasks.llm.rules import RulesProvider
 from tasks.query import prompts
 from tasks.query.loop import answer_question
-from tasks.query.principals import resolve_principal
 from tasks.query.record import read_record
 from tasks.query.retriever import Retriever
 from tasks.store.layout import StoreLayout

@@ -15,7 +15,7 @@ import pytest
 
 from flows.release import release
 from schemas.settings import PROJECT_ROOT
-from tasks.query.principals import default_principal
+from tasks.access.principals import default_principal
 from tasks.query.retriever import Retriever
 from tasks.store import integrity
 from tasks.store.integrity import verify_generation

@@ -15,9 +15,9 @@ import pytest
 
 from flows.release import release
 from schemas.settings import PROJECT_ROOT
+from tasks.access.principals import default_principal
 from tasks.llm.rules import RulesProvider
 from tasks.query.loop import answer_question
-from tasks.query.principals import default_principal
 from tasks.query.retriever import Retriever
 from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_lineage_table

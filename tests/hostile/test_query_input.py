@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from schemas.query import LoopParams
+from tasks.access.policy import sql_literal
 from tasks.llm.replay import ReplayProvider
 from tasks.llm.rules import RulesProvider
-from tasks.query.authorize import sql_literal
 from tasks.query.channels import filter_clause
 from tasks.query.loop import answer_question
 from tasks.store.layout import StoreLayout

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 
 from flows.release import release
 from schemas.generation import Quarantined
+from tasks.access.principals import default_principal
 from tasks.ingest.acquire import AccessDefaults, iter_inputs
-from tasks.query.principals import default_principal
 from tasks.query.retriever import Retriever
 from tasks.query.searchable import drop_caches
 from tasks.store.integrity import record_digests
@@ -77,7 +77,7 @@ def test_an_embargo_ends_by_itself_with_no_new_generation(tmp_path, home, monkey
     assert {c["doc_id"]: c["valid_from"] for c in chunks}["gaulois-1887-03-03"] == ends
 
     clock = {"now": ends - timedelta(microseconds=1)}  # the query side's clock, moved by the test
-    monkeypatch.setattr("tasks.query.validity.now_utc", lambda: clock["now"])
+    monkeypatch.setattr("tasks.access.validity.now_utc", lambda: clock["now"])
     retriever = Retriever.open(settings, default_principal(settings))
     before = _docs(retriever)
     assert "gaulois-1887-03-03" not in before and "intransigeant-1887-03-04" not in before

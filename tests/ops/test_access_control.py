@@ -14,9 +14,9 @@ from flows.release import ReleaseOptions, release
 from schemas.indexes import IndexSettings
 from schemas.retrieval import AccessDenied
 from schemas.settings import LlmSettings
+from tasks.access.principals import resolve_principal
 from tasks.llm.registry import make_provider
 from tasks.query.loop import answer_question
-from tasks.query.principals import resolve_principal
 from tasks.query.retriever import Retriever
 from tasks.store.layout import StoreLayout
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records

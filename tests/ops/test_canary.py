@@ -12,9 +12,9 @@ import pytest
 
 from flows.operate import CanaryParams, DeleteParams, PromoteParams, RollbackParams, canary, delete, promote, rollback
 from schemas.settings import PROJECT_ROOT
+from tasks.access.principals import resolve_principal
 from tasks.ops.canary import CanaryRefused
 from tasks.ops.switching import GenerationUnavailable
-from tasks.query.principals import resolve_principal
 from tasks.query.retriever import Retriever
 from tasks.store.layout import StoreLayout
 from tasks.store.release_records import read_release_records

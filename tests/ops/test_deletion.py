@@ -89,6 +89,12 @@ def test_delete_masks_at_once_publishes_without_it_and_purges_every_copy(publish
     purges = yaml.safe_load((layout.generations / "g0001.purges.yaml").read_text("utf-8"))
     assert purges[-1]["indexes"]["dense"]["search"] == manifest.indexes.dense.search
     assert _index_dirs(home) <= _indexes_of_tagged(layout)  # old versions' indexes pruned
+    # what the operator reads back: the purge is counted, and the counts are the data's now
+    from tasks.ops.generations import generation_statuses
+
+    status = next(s for s in generation_statuses(layout) if s.generation == "g0001")
+    assert status.purged_sources == 1 and status.counts_at_publish == manifest.counts
+    assert status.counts.chunks == read_lineage_table(layout, "g0001", "chunks").num_rows
 
 
 def test_rollback_to_a_generation_made_before_the_deletion_does_not_bring_it_back(published):

@@ -11,11 +11,11 @@ import yaml
 
 from schemas.release import GateDecision
 from schemas.retrieval import AccessDenied
+from tasks.access.principals import token_digest
 from tasks.ops.canary import CanaryRefused
 from tasks.ops.gate import DecisionRefused, apply_decision, gate_markdown, gate_report, record_timeout
 from tasks.ops.release_record import build_record, newest_arrival, record_markdown
 from tasks.ops.switching import GenerationUnavailable
-from tasks.query.principals import token_digest
 from tasks.store.lance_store import tagged_generations
 from tasks.store.layout import StoreLayout
 from tasks.store.manifests import read_manifest

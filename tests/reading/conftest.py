@@ -12,7 +12,7 @@ import pytest
 
 from flows.make_sample import alto_xml, image_bytes, make_sample, render_scan, source_text
 from schemas.settings import ChunkingSettings, MabillonSettings
-from tasks.query.principals import token_digest
+from tasks.access.principals import token_digest
 from tests.conftest import write_records
 from tests.reading.iiif_grid import validator_test_image, write_scanned_pdf
 

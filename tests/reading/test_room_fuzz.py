@@ -28,7 +28,7 @@ from PIL import Image, ImageDraw
 
 from flows.make_sample import digital_pdf, _font_file
 from schemas.settings import InspectionLimits, MabillonSettings
-from tasks.query.principals import token_digest
+from tasks.access.principals import token_digest
 from tests.flows.conftest import MABILLON, free_port, stop_group
 
 GIANT_INCHES = 200

@@ -12,7 +12,7 @@ import pytest
 from flows.operate import CanaryParams, canary
 from flows.release import ReleaseOptions, release
 from schemas.settings import MabillonSettings
-from tasks.query.principals import token_digest
+from tasks.access.principals import token_digest
 from tasks.store.layout import StoreLayout
 from tasks.store.tombstones import add_tombstones
 from tests.conftest import write_records

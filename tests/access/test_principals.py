@@ -7,7 +7,7 @@ import pytest
 
 from schemas.retrieval import AccessDenied
 from schemas.settings import MabillonSettings
-from tasks.query.principals import require_operator, resolve_principal, resolve_token, token_digest
+from tasks.access.principals import require_operator, resolve_principal, resolve_token, token_digest
 
 
 def test_default_principal_comes_from_settings(tmp_path):

@@ -1,6 +1,6 @@
 """Who is asking: a principal name, or an access token, resolved to a tenant, groups and roles.
 
-Principals live in MABILLON_HOME/principals.json:
+Principals live in MABILLON_HOME/principals.json (tasks.store.layout.principals_path):
 `{"alice": {"tenant": "t", "groups": [..], "roles": ["operator"], "token_sha256": "<hex>"}}`.
 `roles` and `token_sha256` are optional; `token_sha256` may also be a list (token rotation).
 
@@ -22,13 +22,10 @@ from pathlib import Path
 
 from schemas.retrieval import AccessDenied, Principal
 from schemas.settings import MabillonSettings
+from tasks.store.layout import principals_path
 
 DEFAULT_PRINCIPAL = "default"
 INVALID_TOKEN = "invalid access token"
-
-
-def principals_path(settings: MabillonSettings) -> Path:
-    return settings.home / "principals.json"
 
 
 def default_principal(settings: MabillonSettings) -> Principal:

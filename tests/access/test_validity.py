@@ -9,7 +9,7 @@ import pytest
 
 from schemas.retrieval import AccessDenied, Principal
 from schemas.validity import InvalidInstant, is_valid_at, parse_instant, parse_interval
-from tasks.query.validity import InvalidAsOf, ValidityWindow, resolve_as_of, validity_where
+from tasks.access.validity import InvalidAsOf, ValidityWindow, resolve_as_of, validity_where
 
 UTC = timezone.utc
 READER = Principal(principal_id="r", tenant="t", groups=["public"])
