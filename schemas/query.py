@@ -45,6 +45,9 @@ class LoopParams(BaseModel):
 
 
 class Question(BaseModel):
+    # a question file may number its questions (`"question_id": 7`): the id is their text
+    model_config = ConfigDict(coerce_numbers_to_str=True)
+
     question: str
     question_id: str | None = None
 
