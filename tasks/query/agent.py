@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.embedding import EmbeddingInputTooLong
-from schemas.query import (AgentStep, BriefedDocument, Briefing, ChannelResult, HitView,
-                           LoopParams, Memory, OUTPUT_SCHEMAS, RankedDocument, ReviewContext,
-                           ReviewStep, SearchRecord, SearchStep, StepContext, SubQuestion,
-                           Verdict, WarmRanks)
+from schemas.query import (AgentStep, BriefedDocument, Briefing, ChannelResult, LoopParams,
+                           Memory, OUTPUT_SCHEMAS, RankedDocument, ReviewContext, ReviewStep,
+                           SearchRecord, SearchStep, StepContext, SubQuestion, Verdict)
+from schemas.retrieval import Hit, WarmRanks
 from tasks.llm.base import (BudgetExhausted, InvalidOutput, Ledger, LlmRequest, LlmResult,
                             Provider, ProviderError, call_validated)
 from tasks.query import prompts
 from tasks.query.memory import Action, replace_memory
-from tasks.query.tools import Hit, SearchBackend, ToolError, check_args, run_search, search_key
+from tasks.query.tools import SearchBackend, ToolError, check_args, run_search, search_key
 
 log = logging.getLogger(__name__)
 
@@ -100,14 +100,12 @@ def warm_support(states: list[AgentState], question_ranking: list[str] | None = 
     return support
 
 
-def hit_views(ctx: QuestionContext, hits: list[Hit]) -> list[HitView]:
-    """Hits as a policy sees them, with their documents' standing over the whole question."""
+def hit_views(ctx: QuestionContext, hits: list[Hit]) -> list[Hit]:
+    """Copies of the hits with their documents' standing over the whole question, as a policy
+    reviews them (the state's own hits are not changed)."""
     support = warm_support(ctx.states, ctx.question_ranking, ctx.params.question_weight)
-    return [HitView(chunk_id=h.chunk_id, doc_id=h.doc_id, corpus=h.corpus, date=h.date,
-                    text=h.text, tool=h.tool, rank=h.rank, score=h.score, widened=h.widened,
-                    warm=h.warm, question_rank=ctx.question_rank(h.doc_id),
-                    support=round(support.get(h.doc_id, 0.0), 6), ordinal=h.ordinal,
-                    doc_chunks=h.doc_chunks)
+    return [h.model_copy(update={"question_rank": ctx.question_rank(h.doc_id),
+                                 "support": round(support.get(h.doc_id, 0.0), 6)})
             for h in hits]
 
 

@@ -2,8 +2,8 @@
 dates, entities, gaps, search hints)."""
 from __future__ import annotations
 
-from schemas.query import (BriefedDocument, Briefing, BriefingContext, HitView, LlmCallRecord,
-                           OUTPUT_SCHEMAS)
+from schemas.query import BriefedDocument, Briefing, BriefingContext, LlmCallRecord, OUTPUT_SCHEMAS
+from schemas.retrieval import Hit
 from tasks.query import prompts
 from tasks.query.agent import AgentState, hit_views
 from tasks.query.calls import recorded_call
@@ -11,7 +11,7 @@ from tasks.query.calls import recorded_call
 MAX_ACCEPTED = 5  # passages shown to the briefing call
 
 
-def accepted_passages(ctx, state: AgentState) -> list[HitView]:
+def accepted_passages(ctx, state: AgentState) -> list[Hit]:
     firsts = [pairs[0] for pairs in list(state.accepted.values())[:MAX_ACCEPTED]]
     views = hit_views(ctx, [hit for hit, _ in firsts])
     return [v.model_copy(update={"rationale": verdict.rationale})

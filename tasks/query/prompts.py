@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from schemas.query import Briefing, HitView, Memory, RerankCandidate, SubQuestion
+from schemas.query import Briefing, Memory, RerankCandidate, SubQuestion
+from schemas.retrieval import Hit
 from tasks.query.memory import Action, render_actions, render_memory
 
 SYSTEM = ("You are a research assistant retrieving source documents from a French archive of "
@@ -62,7 +63,7 @@ def search_messages(question: str, sq: SubQuestion, briefings: list[Briefing], m
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def render_hits(hits: list[HitView], chars: int) -> str:
+def render_hits(hits: list[Hit], chars: int) -> str:
     lines = []
     for h in hits:
         text = " ".join(h.text.split())[:chars]
@@ -73,7 +74,7 @@ def render_hits(hits: list[HitView], chars: int) -> str:
 
 def review_messages(question: str, sq: SubQuestion, briefings: list[Briefing], memory: Memory,
                     actions: list[Action], last: int, feedback: str | None,
-                    hits: list[HitView], chars: int,
+                    hits: list[Hit], chars: int,
                     schema: dict[str, Any]) -> list[dict[str, str]]:
     user = (_header(question, sq, briefings, memory, actions, last, feedback) +
             "\n\nReview every passage below: accept (it answers part of the sub-question; "
@@ -83,7 +84,7 @@ def review_messages(question: str, sq: SubQuestion, briefings: list[Briefing], m
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def held_messages(question: str, sq: SubQuestion, held: list[HitView], chars: int,
+def held_messages(question: str, sq: SubQuestion, held: list[Hit], chars: int,
                   schema: dict[str, Any]) -> list[dict[str, str]]:
     user = (f"Question: {question}\nSub-question: {sq.text}\n\nThese passages were held. "
             "Now that the search is over, promote those that answer the sub-question, reject "
@@ -92,7 +93,7 @@ def held_messages(question: str, sq: SubQuestion, held: list[HitView], chars: in
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def briefing_messages(question: str, sq: SubQuestion, accepted: list[HitView],
+def briefing_messages(question: str, sq: SubQuestion, accepted: list[Hit],
                       memory: Memory, chars: int, schema: dict[str, Any]) -> list[dict[str, str]]:
     user = (f"Question: {question}\nSub-question just finished: {sq.text}\n\nMemory:\n"
             f"{render_memory(memory)}\n\nAccepted passages:\n" + render_hits(accepted, chars) +

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 from schemas.query import (BriefedDocument, LlmCallRecord, OUTPUT_SCHEMAS, RerankCandidate,
                            RerankContext, RerankOutput)
+from schemas.retrieval import Hit
 from tasks.query import prompts
 from tasks.query.agent import AgentState, warm_support
 from tasks.query.calls import recorded_call
-from tasks.query.tools import Hit
 
 
 @dataclass

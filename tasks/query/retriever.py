@@ -26,7 +26,7 @@ import numpy as np
 
 from schemas.embedding import EmbeddingSpaceMismatch
 from schemas.indexes import IndexContract, IndexSettings, IndexUnavailable, search_defaults
-from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
+from schemas.retrieval import DocHit, FusedHit, Hit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
 from tasks.heap import release_freed_memory
 from tasks.query import dense as dense_mod
@@ -292,19 +292,19 @@ class Retriever:
 
     # chunk channels -------------------------------------------------------------------------
     def bm25_chunks(self, query: str, k: int = 50, corpus: str | None = None,
-                    date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]:
+                    date_from: str | None = None, date_to: str | None = None) -> list[Hit]:
         mask = self._view.filter_mask(self._allowed, corpus, date_from, date_to)
         rows, scores = best_rows(*self.bm25_top(query, mask, k), k)
         return self._view.chunk_hits(rows, scores)
 
     def dense_chunks(self, query: str, k: int = 50, corpus: str | None = None,
-                     date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]:
+                     date_from: str | None = None, date_to: str | None = None) -> list[Hit]:
         mask = self._view.filter_mask(self._allowed, corpus, date_from, date_to)
         rows, sims = self._dense_rows(query, k, mask, corpus, date_from, date_to)
         return self._view.chunk_hits(rows, sims)
 
     def date_range_chunks(self, date_from: str, date_to: str, k: int = 50,
-                          corpus: str | None = None, query: str | None = None) -> list[ChunkHit]:
+                          corpus: str | None = None, query: str | None = None) -> list[Hit]:
         """Chunks of documents dated in [date_from, date_to]: by BM25 of `query` when given
         (chunks that do not match it follow), else by date, document and position."""
         v = self._view
@@ -317,7 +317,7 @@ class Retriever:
         order = np.lexsort((v.ordinal[rows], v.doc_codes[rows], v.days[rows], -scores))[:k]
         return v.chunk_hits(rows[order], scores[order])
 
-    def substring_chunks(self, text: str, k: int = 50, corpus: str | None = None) -> list[ChunkHit]:
+    def substring_chunks(self, text: str, k: int = 50, corpus: str | None = None) -> list[Hit]:
         """Chunks containing `text` (case, accents and spacing ignored), most occurrences first.
 
         Candidate rows come from the folded word tokens of the lexical index; only their texts
@@ -399,7 +399,7 @@ class Retriever:
         return [h for h in fused[:k]]
 
     # lookups --------------------------------------------------------------------------------
-    def chunk(self, chunk_id: str) -> ChunkHit:
+    def chunk(self, chunk_id: str) -> Hit:
         """A chunk's text and position; an unknown and a forbidden chunk look the same."""
         try:
             row = self._view.row_of(chunk_id)
