@@ -8,7 +8,6 @@ answered without Prefect: `mabillon ask` when no server runs, and the warm query
 """
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +24,7 @@ from flows.run_names import ask_batch_run_name, ask_run_name
 from schemas.query import EvidencePackage, LoopParams, Question
 from schemas.retrieval import Principal
 from schemas.settings import MabillonSettings
+from tasks.eval.questions import load_questions
 from tasks.llm.base import Ledger, Provider
 from tasks.llm.registry import make_provider
 from tasks.markup import Md, md_code, md_row, md_text
@@ -89,19 +89,6 @@ def ask(params: AskParams, settings: MabillonSettings | None = None) -> Evidence
     return package
 
 
-def read_questions(path: str, limit: int | None = None) -> list[Question]:
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.strip():
-                row = json.loads(line)
-                out.append(Question(question=row["question"],
-                                    question_id=str(row.get("question_id") or n)))
-            if limit and len(out) >= limit:
-                break
-    return out
-
-
 @flow(name="ask-batch", flow_run_name=ask_batch_run_name,
       description="Answer every question of a JSONL file; one file of evidence packages out.")
 def ask_batch(params: AskBatchParams, settings: MabillonSettings | None = None) -> dict:
@@ -114,7 +101,9 @@ def ask_batch(params: AskBatchParams, settings: MabillonSettings | None = None) 
         provider = provider_task(settings, params.provider_name())
     except Exception as exc:
         return refused("ask-batch", exc)
-    questions = read_questions(params.questions_path, params.limit)
+    # a line without an id is named by its line number
+    questions = load_questions(params.questions_path, params.limit, Question, default_id=str,
+                               unique_ids=False)
     lp = loop_params(settings, params)
     # a sliding window of at most `concurrency` questions in flight keeps memory flat
     futures, packages = [], []

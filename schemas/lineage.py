@@ -1,7 +1,8 @@
 """Lineage contracts: source → revision → page → element → chunk → vector.
 
-Pydantic models are the typed edges between stages; the Arrow schemas are how the same
-records are stored (Parquet lineage, LanceDB). Columns stay columnar from warehouse to scorer.
+Pydantic models are the typed edges between stages; the `*Row` models are how records are
+stored (Parquet lineage, LanceDB), and their Arrow schemas are derived from them
+(schemas.arrow). Columns stay columnar from warehouse to scorer.
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 from pydantic import BaseModel, Field
+
+from schemas.arrow import Float32, Int32, arrow_schema
 
 BBox = tuple[float, float, float, float]  # x0, y0, x1, y1 in page points (PDF) or pixels (images)
 
@@ -38,9 +41,7 @@ class SourceInput(BaseModel):
     arrived_at: datetime | None = None
 
 
-class Revision(BaseModel):
-    """Content-addressed bytes of a source at one moment; same bytes → same revision."""
-
+class _RevisionFields(BaseModel):
     revision_id: str
     source_id: str
     doc_id: str
@@ -55,9 +56,24 @@ class Revision(BaseModel):
     media_type: str
     acquired_at: datetime
     metadata_json: str = "{}"
+
+
+class _Currency(BaseModel):
+    is_current: bool  # the source's current revision (older ones stay listed, not current)
+
+
+class _Validity(BaseModel):
+    # When the document may be shown (schemas.validity); None: an open bound.
     valid_from: datetime | None = None
     valid_to: datetime | None = None
+    # When the input reached the drop folder: freshness is measured from it.
     arrived_at: datetime | None = None
+
+
+# pydantic lists the fields of several bases from the last base to the first: these read
+# "revision fields, then validity" (and, stored, the current flag between them).
+class Revision(_Validity, _RevisionFields):
+    """Content-addressed bytes of a source at one moment; same bytes → same revision."""
 
 
 class Element(BaseModel):
@@ -110,54 +126,90 @@ class Chunk(BaseModel):
     segmenter: str
 
 
-# ---- Arrow schemas (Parquet lineage and LanceDB) -------------------------------------------
+# ---- stored rows (Parquet lineage and LanceDB); their Arrow schemas derive from them ----------
+# Every stored column is declared nullable (pyarrow's default, which the files published so far
+# carry); the row models say what a row must hold.
 
-SOURCE_SCHEMA = pa.schema([
-    ("source_id", pa.string()), ("doc_id", pa.string()), ("uri", pa.string()),
-    ("corpus", pa.string()), ("tenant", pa.string()), ("groups", pa.list_(pa.string())),
-    ("current_revision_id", pa.string()), ("first_generation", pa.string()),
-])
+class SourceRow(BaseModel):
+    source_id: str
+    doc_id: str
+    uri: str
+    corpus: str
+    tenant: str
+    groups: list[str]
+    current_revision_id: str
+    first_generation: str
 
-REVISION_SCHEMA = pa.schema([
-    ("revision_id", pa.string()), ("source_id", pa.string()), ("doc_id", pa.string()),
-    ("uri", pa.string()), ("corpus", pa.string()), ("date", pa.string()), ("title", pa.string()),
-    ("tenant", pa.string()), ("groups", pa.list_(pa.string())), ("digest", pa.string()),
-    ("size", pa.int64()), ("media_type", pa.string()),
-    ("acquired_at", pa.timestamp("us", tz="UTC")), ("metadata_json", pa.string()),
-    ("is_current", pa.bool_()),
-    ("valid_from", pa.timestamp("us", tz="UTC")), ("valid_to", pa.timestamp("us", tz="UTC")),
-    ("arrived_at", pa.timestamp("us", tz="UTC")),
-])
 
-PAGE_SCHEMA = pa.schema([
-    ("page_id", pa.string()), ("revision_id", pa.string()), ("page_no", pa.int32()),
-    ("parser", pa.string()), ("parser_version", pa.string()),
-    ("ocr_confidence", pa.float64()), ("width", pa.float64()), ("height", pa.float64()),
-    ("dpi", pa.int32()), ("rotation", pa.float64()), ("raw_text", pa.string()),
-    ("normalized_text", pa.string()), ("n_elements", pa.int32()), ("empty_reason", pa.string()),
-])
+class RevisionRow(_Validity, _Currency, _RevisionFields):
+    """A revision as stored: the contract plus whether it is its source's current one."""
 
-ELEMENT_SCHEMA = pa.schema([
-    ("element_id", pa.string()), ("page_id", pa.string()), ("revision_id", pa.string()),
-    ("ordinal", pa.int32()), ("kind", pa.string()), ("char_start", pa.int64()),
-    ("char_end", pa.int64()), ("bbox", pa.list_(pa.float64())), ("confidence", pa.float64()),
-])
 
-CHUNK_SCHEMA = pa.schema([
-    ("chunk_id", pa.string()), ("revision_id", pa.string()), ("source_id", pa.string()),
-    ("doc_id", pa.string()), ("corpus", pa.string()), ("date", pa.string()),
-    ("tenant", pa.string()), ("groups", pa.list_(pa.string())), ("ordinal", pa.int32()),
-    ("text", pa.string()), ("n_tokens", pa.int32()), ("char_start", pa.int64()),
-    ("char_end", pa.int64()), ("page_start", pa.int32()), ("page_end", pa.int32()),
-    ("spans_json", pa.string()), ("segmenter", pa.string()),
+class PageRow(BaseModel):
+    page_id: str
+    revision_id: str
+    page_no: Int32
+    parser: str
+    parser_version: str
+    ocr_confidence: float | None
+    width: float | None
+    height: float | None
+    dpi: Int32 | None
+    rotation: float | None
+    raw_text: str
+    normalized_text: str
+    n_elements: Int32
+    empty_reason: str | None
+
+
+class ElementRow(BaseModel):
+    element_id: str
+    page_id: str
+    revision_id: str
+    ordinal: Int32
+    kind: str
+    char_start: int
+    char_end: int
+    bbox: list[float] | None
+    confidence: float | None
+
+
+class ChunkRow(BaseModel):
+    chunk_id: str
+    revision_id: str
+    source_id: str
+    doc_id: str
+    corpus: str
+    date: str | None
+    tenant: str
+    groups: list[str]
+    ordinal: Int32
+    text: str
+    n_tokens: Int32
+    char_start: int
+    char_end: int
+    page_start: Int32
+    page_end: Int32
+    spans_json: str
+    segmenter: str
     # The validity interval of the chunk's document (null: open); the query time must be inside it.
-    ("valid_from", pa.timestamp("us", tz="UTC")), ("valid_to", pa.timestamp("us", tz="UTC")),
-])
+    valid_from: datetime | None
+    valid_to: datetime | None
 
-VECTOR_LINEAGE_SCHEMA = pa.schema([
-    ("chunk_id", pa.string()), ("space_id", pa.string()), ("vector_digest", pa.string()),
-    ("norm", pa.float32()),
-])
+
+class VectorLineageRow(BaseModel):
+    chunk_id: str
+    space_id: str
+    vector_digest: str
+    norm: Float32
+
+
+SOURCE_SCHEMA = arrow_schema(SourceRow, all_nullable=True)
+REVISION_SCHEMA = arrow_schema(RevisionRow, all_nullable=True)
+PAGE_SCHEMA = arrow_schema(PageRow, all_nullable=True)
+ELEMENT_SCHEMA = arrow_schema(ElementRow, all_nullable=True)
+CHUNK_SCHEMA = arrow_schema(ChunkRow, all_nullable=True)
+VECTOR_LINEAGE_SCHEMA = arrow_schema(VectorLineageRow, all_nullable=True)
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.retrieval import Principal
+from schemas.retrieval import Hit, Principal
 
 RATIONALE_MAX = 120  # characters: the agent's accept rationale must fit a citation line
 
@@ -45,6 +45,9 @@ class LoopParams(BaseModel):
 
 
 class Question(BaseModel):
+    # a question file may number its questions (`"question_id": 7`): the id is their text
+    model_config = ConfigDict(coerce_numbers_to_str=True)
+
     question: str
     question_id: str | None = None
 
@@ -191,36 +194,6 @@ class RerankOutput(BaseModel):
 
 # ---- contexts: the typed state each call's prompt is rendered from --------------------------
 
-class WarmRanks(BaseModel):
-    """A document's ranks in one warm start: per channel (None = not listed) and fused."""
-
-    bm25: int | None = None
-    dense: int | None = None
-    temporal: int | None = None
-    fused: int | None = None
-    score: float | None = None  # the fused RRF score
-
-
-class HitView(BaseModel):
-    """A passage as a policy sees it: text, where it came from, how its document ranked."""
-
-    chunk_id: str
-    doc_id: str
-    corpus: str | None
-    date: str | None
-    text: str
-    tool: str  # warm | bm25 | dense | date_range | substring
-    rank: int
-    score: float = 0.0
-    widened: bool = False
-    warm: WarmRanks | None = None  # its document in this sub-question's warm start
-    question_rank: int | None = None  # its document in the whole question's warm start
-    support: float = 0.0  # RRF of its document over every warm start of the question so far
-    ordinal: int | None = None  # position of the chunk in its document (0 = opening chunk)
-    doc_chunks: int | None = None  # chunks in its document
-    rationale: str = ""  # briefing: why it was accepted
-
-
 class SearchRecord(BaseModel):
     tool: str
     args: dict[str, Any]
@@ -251,17 +224,17 @@ class StepContext(BaseModel):
 
 
 class ReviewContext(StepContext):
-    hits: list[HitView]
+    hits: list[Hit]
 
 
 class HeldContext(StepContext):
-    held: list[HitView]
+    held: list[Hit]
 
 
 class BriefingContext(BaseModel):
     question: str
     sub_question: SubQuestion
-    accepted: list[HitView]
+    accepted: list[Hit]
     memory: Memory
 
 

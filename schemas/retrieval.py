@@ -24,19 +24,55 @@ class AccessDenied(PermissionError):
     """The principal may not see anything it asked for (e.g. no tenant or no groups)."""
 
 
-class ChunkHit(BaseModel):
+class WarmRanks(BaseModel):
+    """A document's ranks in one warm start: per channel (None = not listed) and fused."""
+
+    bm25: int | None = None
+    dense: int | None = None
+    temporal: int | None = None
+    fused: int | None = None
+    score: float | None = None  # the fused RRF score
+
+
+# What a search's record keeps of a hit, in this order (texts stay in the generation).
+HIT_SUMMARY = ("chunk_id", "doc_id", "corpus", "date", "tool", "rank", "score", "page_start",
+               "char_start", "char_end", "widened", "warm", "ordinal", "doc_chunks")
+
+
+class Hit(BaseModel):
+    """A passage and how it ranked, from the channel that found it to the policy that judges it.
+
+    A channel fills the passage and its rank; the loop stamps the tool that searched (`found_by`)
+    and its document's warm-start ranks; a review sees it with its document's standing over the
+    whole question (`question_rank`, `support`), a briefing with the accept `rationale`."""
+
     chunk_id: str
     doc_id: str
-    score: float
+    score: float = 0.0
     rank: int  # 1-based
-    corpus: str
+    corpus: str | None
     date: str | None
     text: str
-    page_start: int
-    char_start: int
-    char_end: int
+    page_start: int | None = None
+    char_start: int = 0
+    char_end: int = 0
     ordinal: int | None = None  # position of the chunk in its document (0 = opening chunk)
     doc_chunks: int | None = None  # how many chunks its document has
+    tool: str | None = None  # warm | bm25 | dense | date_range | substring; None: not yet searched
+    widened: bool = False  # came only from the silent ±days widening of a date search
+    warm: WarmRanks | None = None  # its document in this sub-question's warm start
+    question_rank: int | None = None  # its document in the whole question's warm start
+    support: float = 0.0  # RRF of its document over every warm start of the question so far
+    rationale: str = ""  # briefing: why it was accepted
+
+    def found_by(self, tool: str, **update: object) -> "Hit":
+        """A copy stamped with the tool that found it (the channel's own hit stays as it is)."""
+        return self.model_copy(update={"tool": tool, **update})
+
+    def summary(self) -> dict[str, object]:
+        """What the record keeps of a hit."""
+        d = self.model_dump(include=set(HIT_SUMMARY))
+        return {k: d[k] for k in HIT_SUMMARY}
 
 
 class DocHit(BaseModel):

@@ -14,19 +14,20 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from schemas.query import PURPOSES, output_schema
 
 log = logging.getLogger(__name__)
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+T = TypeVar("T", bound=BaseModel)  # the output model of a call
 
 
 @dataclass(frozen=True)
-class LlmRequest:
+class LlmRequest(Generic[T]):
     purpose: str  # plan | search | review | held_review | briefing | replan | rerank
     messages: list[Message]
     # The typed state the messages were rendered from (schemas.query.PURPOSES[purpose].context).
@@ -34,10 +35,10 @@ class LlmRequest:
     # the prompt.
     context: BaseModel | None = None
     # The output model; by default the purpose's (schemas.query.PURPOSES).
-    output: type[BaseModel] | None = None
+    output: type[T] | None = None
 
     @property
-    def output_model(self) -> type[BaseModel]:
+    def output_model(self) -> type[T]:
         if self.output is not None:
             return self.output
         if self.purpose not in PURPOSES:
@@ -107,9 +108,11 @@ class Ledger:
             self.model_s += seconds
 
 
-@dataclass
-class LlmResult:
-    value: BaseModel | None  # an instance of the request's output model
+class LlmResult(BaseModel, Generic[T]):
+    """One logical call: the validated output (an instance of the request's output model; None
+    when no attempt was valid), what the model wrote, and what it cost."""
+
+    value: T | None
     raw: str
     prompt_digest: str
     attempts: int
@@ -117,7 +120,7 @@ class LlmResult:
     tokens_out: int = 0
     model_s: float = 0.0
     error: str | None = None
-    raws: list[str] = field(default_factory=list)  # every attempt's raw output, in order
+    raws: list[str] = Field(default_factory=list)  # every attempt's raw output, in order
 
 
 def prompt_digest(messages: list[Message]) -> str:
@@ -184,12 +187,12 @@ def validate_output(text: str, output: type[BaseModel]) -> tuple[BaseModel | Non
         return None, describe(exc)
 
 
-def call_validated(provider: Provider, request: LlmRequest, ledger: Ledger,
-                   max_retries: int = 2) -> LlmResult:
+def call_validated(provider: Provider, request: LlmRequest[T], ledger: Ledger,
+                   max_retries: int = 2) -> LlmResult[T]:
     """One logical call: ask, validate, re-ask with the error, at most 1 + max_retries times."""
     messages = list(request.messages)
     digest = prompt_digest(messages)
-    result = LlmResult(value=None, raw="", prompt_digest=digest, attempts=0)
+    result = LlmResult[request.output_model](value=None, raw="", prompt_digest=digest, attempts=0)
     for attempt in range(1 + max_retries):
         ledger.check()
         started = time.perf_counter()

@@ -16,7 +16,8 @@ import math
 
 import numpy as np
 
-from schemas.query import HitView, StepContext
+from schemas.query import StepContext
+from schemas.retrieval import Hit
 from tasks.llm import cues
 from tasks.llm.rules import briefing_entities, date_window
 from tasks.index.analyzer import words
@@ -71,7 +72,7 @@ def _days_outside(date: str | None, window: tuple[str, str] | None) -> float:
     return float(max((lo - d).days, (d - hi).days, 0))
 
 
-def _pair_ranks(hit: HitView, ctx: StepContext) -> tuple[float, float]:
+def _pair_ranks(hit: Hit, ctx: StepContext) -> tuple[float, float]:
     """Best rank, in the whole question's warm start, of a document of another sub-corpus whose
     date strongly (then weakly) fits this passage's: a debate and its report a day or two later,
     two papers a day apart."""
@@ -87,7 +88,7 @@ def _pair_ranks(hit: HitView, ctx: StepContext) -> tuple[float, float]:
     return (NAN if strong == math.inf else strong), (NAN if weak == math.inf else weak)
 
 
-def features(hits: list[HitView], ctx: StepContext) -> np.ndarray:
+def features(hits: list[Hit], ctx: StepContext) -> np.ndarray:
     """One row of FEATURES per passage (float32)."""
     sq = ctx.sub_question
     question = ctx.question

@@ -23,11 +23,12 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from schemas.query import (RATIONALE_MAX, Briefing, BriefingContext,
-                           BriefingOutput, HeldContext, HeldDecision, HeldReview, HitView, Memory,
+                           BriefingOutput, HeldContext, HeldDecision, HeldReview, Memory,
                            PlanContext, PlannedSubQuestion, PlanOutput, ReplanContext,
                            ReplanOutput, RerankCandidate, RerankContext, RerankOutput,
                            ReviewArgs, ReviewContext, ReviewStep, SearchArgs, SearchStep,
                            StepContext, SubQuestion, VerdictItem)
+from schemas.retrieval import Hit
 from tasks.llm import cues
 from tasks.llm.base import Completion, LlmRequest
 
@@ -244,7 +245,7 @@ WEIGHTS = {"entity": 1.0, "bridge": 0.5, "date": 1.0, "agree": 0.25,
            "fused": {1: 1.5, 2: 1.0, 3: 0.75}, "fused_top10": 0.25, "tool_top3": 0.5}
 
 
-def score_hit(hit: HitView, ctx: StepContext) -> tuple[float, list[str]]:
+def score_hit(hit: Hit, ctx: StepContext) -> tuple[float, list[str]]:
     w = WEIGHTS
     sq = ctx.sub_question
     squashed = cues.squash(hit.text)

@@ -5,7 +5,6 @@ on both sides before deciding to promote.
 """
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
@@ -13,6 +12,8 @@ from pathlib import Path
 from schemas.release import ShadowByType, ShadowQuestion, ShadowReport, ShadowRow  # noqa: F401 (re-exported)
 from schemas.retrieval import Principal
 from schemas.settings import MabillonSettings
+from tasks.eval.metrics import rank_of, recall_at_k
+from tasks.eval.questions import load_questions
 from tasks.eval.systems import Baseline
 from tasks.query.retriever import Retriever
 from tasks.store.layout import StoreLayout
@@ -20,16 +21,13 @@ from tasks.store.routing import read_routing
 
 
 def load_shadow_questions(path: Path) -> list[ShadowQuestion]:
-    out = []
-    for n, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
-        if line.strip():
-            q = ShadowQuestion.model_validate(json.loads(line))
-            out.append(q if q.question_id else q.model_copy(update={"question_id": f"q{n}"}))
-    return out
+    """The shadow set; a line without an id is named `q<line number>`."""
+    return load_questions(path, model=ShadowQuestion, default_id=lambda n: f"q{n}", unique_ids=False)
 
 
 def _recall(ranked: list[str], gold: list[str], k: int) -> float | None:
-    return len(set(ranked[:k]) & set(gold)) / len(set(gold)) if gold else None
+    """tasks/eval's recall@k of a (deduplicated) top-k list; None without gold ids."""
+    return recall_at_k(rank_of(ranked), gold, k) if gold else None
 
 
 def _p95(values: list[float]) -> float:

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.embedding import EmbeddingInputTooLong
-from schemas.query import (AgentStep, BriefedDocument, Briefing, ChannelResult, HitView,
-                           LoopParams, Memory, OUTPUT_SCHEMAS, RankedDocument, ReviewContext,
-                           ReviewStep, SearchRecord, SearchStep, StepContext, SubQuestion,
-                           Verdict, WarmRanks)
+from schemas.query import (AgentStep, BriefedDocument, Briefing, ChannelResult, LoopParams,
+                           Memory, RankedDocument, ReviewContext, ReviewStep,
+                           SearchRecord, SearchStep, StepContext, SubQuestion, Verdict)
+from schemas.retrieval import Hit, WarmRanks
 from tasks.llm.base import (BudgetExhausted, InvalidOutput, Ledger, LlmRequest, LlmResult,
-                            Provider, ProviderError, call_validated)
+                            Provider, ProviderError, T, call_validated)
 from tasks.query import prompts
 from tasks.query.memory import Action, replace_memory
-from tasks.query.tools import Hit, SearchBackend, ToolError, check_args, run_search, search_key
+from tasks.query.tools import SearchBackend, ToolError, check_args, run_search, search_key
 
 log = logging.getLogger(__name__)
 
@@ -100,14 +100,12 @@ def warm_support(states: list[AgentState], question_ranking: list[str] | None = 
     return support
 
 
-def hit_views(ctx: QuestionContext, hits: list[Hit]) -> list[HitView]:
-    """Hits as a policy sees them, with their documents' standing over the whole question."""
+def hit_views(ctx: QuestionContext, hits: list[Hit]) -> list[Hit]:
+    """Copies of the hits with their documents' standing over the whole question, as a policy
+    reviews them (the state's own hits are not changed)."""
     support = warm_support(ctx.states, ctx.question_ranking, ctx.params.question_weight)
-    return [HitView(chunk_id=h.chunk_id, doc_id=h.doc_id, corpus=h.corpus, date=h.date,
-                    text=h.text, tool=h.tool, rank=h.rank, score=h.score, widened=h.widened,
-                    warm=h.warm, question_rank=ctx.question_rank(h.doc_id),
-                    support=round(support.get(h.doc_id, 0.0), 6), ordinal=h.ordinal,
-                    doc_chunks=h.doc_chunks)
+    return [h.model_copy(update={"question_rank": ctx.question_rank(h.doc_id),
+                                 "support": round(support.get(h.doc_id, 0.0), 6)})
             for h in hits]
 
 
@@ -146,8 +144,8 @@ def with_warm(state: AgentState, hits: list[Hit]) -> list[Hit]:
 
 
 def _call(ctx: QuestionContext, purpose: str, messages: list[dict[str, str]],
-          context: StepContext) -> LlmResult:
-    request = LlmRequest(purpose, messages, context)
+          context: StepContext, output: type[T]) -> LlmResult[T]:
+    request = LlmRequest(purpose, messages, context, output)
     try:
         return call_validated(ctx.provider, request, ctx.ledger, ctx.params.max_retries)
     except InvalidOutput:
@@ -175,17 +173,15 @@ def review_step(ctx: QuestionContext, state: AgentState) -> None:
     p = ctx.params
     hits = state.pending
     context = ReviewContext(**dict(step_context(ctx, state)), hits=hit_views(ctx, hits))
-    messages = prompts.review_messages(
-        ctx.question, state.sub_question, ctx.briefings, state.memory, state.actions,
-        p.history_actions, state.feedback, context.hits, p.snippet_chars,
-        OUTPUT_SCHEMAS["review"])
+    messages = prompts.review_messages(context, state.actions, p.history_actions, state.feedback,
+                                       p.snippet_chars)
     try:
-        result = _call(ctx, "review", messages, context)
+        result = _call(ctx, "review", messages, context, ReviewStep)
     except InvalidOutput as exc:
         _skip_invalid(state, exc, "review",
                       f"your review was not valid ({exc.result.error}); review again")
         return
-    out: ReviewStep = result.value
+    out = result.value
     by_id = {h.chunk_id: h for h in hits}
     verdicts: list[Verdict] = []
     notes: list[str] = []
@@ -242,15 +238,13 @@ def apply_verdict(state: AgentState, hit: Hit, verdict: Verdict) -> None:
 def search_step(ctx: QuestionContext, state: AgentState) -> None:
     p = ctx.params
     context = step_context(ctx, state)
-    messages = prompts.search_messages(
-        ctx.question, state.sub_question, ctx.briefings, state.memory, state.actions,
-        p.history_actions, state.feedback, state.budget_left(p), OUTPUT_SCHEMAS["search"])
+    messages = prompts.search_messages(context, state.actions, p.history_actions, state.feedback)
     try:
-        result = _call(ctx, "search", messages, context)
+        result = _call(ctx, "search", messages, context, SearchStep)
     except InvalidOutput as exc:
         _skip_invalid(state, exc, "search", f"your step was not valid ({exc.result.error})")
         return
-    out: SearchStep = result.value
+    out = result.value
     state.memory = replace_memory(out.memory_update, state.memory)
     tool, args = out.action, out.args.model_dump(exclude_none=True)
     if tool == "finish":

@@ -2,8 +2,8 @@
 dates, entities, gaps, search hints)."""
 from __future__ import annotations
 
-from schemas.query import (BriefedDocument, Briefing, BriefingContext, HitView, LlmCallRecord,
-                           OUTPUT_SCHEMAS)
+from schemas.query import BriefedDocument, Briefing, BriefingContext, LlmCallRecord
+from schemas.retrieval import Hit
 from tasks.query import prompts
 from tasks.query.agent import AgentState, hit_views
 from tasks.query.calls import recorded_call
@@ -11,7 +11,7 @@ from tasks.query.calls import recorded_call
 MAX_ACCEPTED = 5  # passages shown to the briefing call
 
 
-def accepted_passages(ctx, state: AgentState) -> list[HitView]:
+def accepted_passages(ctx, state: AgentState) -> list[Hit]:
     firsts = [pairs[0] for pairs in list(state.accepted.values())[:MAX_ACCEPTED]]
     views = hit_views(ctx, [hit for hit, _ in firsts])
     return [v.model_copy(update={"rationale": verdict.rationale})
@@ -20,10 +20,9 @@ def accepted_passages(ctx, state: AgentState) -> list[HitView]:
 
 def brief(ctx, state: AgentState) -> tuple[Briefing, LlmCallRecord]:
     accepted = accepted_passages(ctx, state)
-    messages = prompts.briefing_messages(ctx.question, state.sub_question, accepted, state.memory,
-                                         ctx.params.snippet_chars, OUTPUT_SCHEMAS["briefing"])
     context = BriefingContext(question=ctx.question, sub_question=state.sub_question,
                               accepted=accepted, memory=state.memory)
+    messages = prompts.briefing_messages(context, ctx.params.snippet_chars)
     value, record = recorded_call(ctx, "briefing", messages, context, state.index)
     documents = [BriefedDocument(doc_id=a.doc_id, corpus=a.corpus, date=a.date) for a in accepted]
     if value is None:

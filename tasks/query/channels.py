@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schemas.retrieval import ChunkHit, DocHit
+from schemas.retrieval import Hit, DocHit
 from tasks.index.analyzer import normalize
 from tasks.access.policy import AllowedSet, sql_literal
 from tasks.query.searchable import Searchable
@@ -55,7 +55,7 @@ def dense_rows(g: Searchable, allowed: AllowedSet, query: str, limit: int, mask:
 # chunk channels -----------------------------------------------------------------------------
 def bm25_chunks(g: Searchable, allowed: AllowedSet, query: str, k: int = 50,
                 corpus: str | None = None, date_from: str | None = None,
-                date_to: str | None = None) -> list[ChunkHit]:
+                date_to: str | None = None) -> list[Hit]:
     mask = g.view.filter_mask(allowed.mask, corpus, date_from, date_to)
     rows, scores = best_rows(*bm25_top(g, allowed, query, mask, k), k)
     return g.view.chunk_hits(rows, scores)
@@ -63,7 +63,7 @@ def bm25_chunks(g: Searchable, allowed: AllowedSet, query: str, k: int = 50,
 
 def dense_chunks(g: Searchable, allowed: AllowedSet, query: str, k: int = 50,
                  corpus: str | None = None, date_from: str | None = None,
-                 date_to: str | None = None) -> list[ChunkHit]:
+                 date_to: str | None = None) -> list[Hit]:
     mask = g.view.filter_mask(allowed.mask, corpus, date_from, date_to)
     rows, sims = dense_rows(g, allowed, query, k, mask, corpus, date_from, date_to)
     return g.view.chunk_hits(rows, sims)
@@ -71,7 +71,7 @@ def dense_chunks(g: Searchable, allowed: AllowedSet, query: str, k: int = 50,
 
 def date_range_chunks(g: Searchable, allowed: AllowedSet, date_from: str, date_to: str,
                       k: int = 50, corpus: str | None = None,
-                      query: str | None = None) -> list[ChunkHit]:
+                      query: str | None = None) -> list[Hit]:
     """Chunks of documents dated in [date_from, date_to]: by BM25 of `query` when given
     (chunks that do not match it follow), else by date, document and position."""
     v = g.view
@@ -86,7 +86,7 @@ def date_range_chunks(g: Searchable, allowed: AllowedSet, date_from: str, date_t
 
 
 def substring_chunks(g: Searchable, allowed: AllowedSet, text: str, k: int = 50,
-                     corpus: str | None = None) -> list[ChunkHit]:
+                     corpus: str | None = None) -> list[Hit]:
     """Chunks containing `text` (case, accents and spacing ignored), most occurrences first.
 
     Candidate rows come from the folded word tokens of the lexical index; only their texts

@@ -3,10 +3,10 @@ cited chunks with page and box spans, stage ranks, confirmations and rationales.
 from __future__ import annotations
 
 from schemas.query import EvidenceDocument, EvidenceSpan, StageRanks
+from schemas.retrieval import Hit
 from tasks.query.agent import AgentState
 from tasks.query.lineage import LineageLookup
 from tasks.query.rerank import Candidate
-from tasks.query.tools import Hit
 
 MAX_SPANS = 3  # cited chunks per document
 

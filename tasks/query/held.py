@@ -2,7 +2,7 @@
 passages again with everything it now knows; promoted ones are accepted."""
 from __future__ import annotations
 
-from schemas.query import HeldContext, HeldReview, LlmCallRecord, OUTPUT_SCHEMAS, Verdict
+from schemas.query import HeldContext, HeldReview, LlmCallRecord, Verdict
 from tasks.query import prompts
 from tasks.query.agent import AgentState, apply_verdict, hit_views, step_context
 from tasks.query.calls import recorded_call
@@ -16,8 +16,7 @@ def reevaluate_held(ctx, state: AgentState) -> LlmCallRecord | None:
         return None
     context = HeldContext(**dict(step_context(ctx, state)),
                           held=hit_views(ctx, [h for h, _ in pool]))
-    messages = prompts.held_messages(ctx.question, state.sub_question, context.held,
-                                     ctx.params.snippet_chars, OUTPUT_SCHEMAS["held_review"])
+    messages = prompts.held_messages(context, ctx.params.snippet_chars)
     value, record = recorded_call(ctx, "held_review", messages, context, state.index)
     if value is None:
         return record

@@ -16,9 +16,8 @@ from typing import Any
 
 from schemas.embedding import EmbeddingInputTooLong
 from schemas.query import (ChannelResult, Cost, EvidencePackage, JudgeInfo, LlmCallRecord,
-                           LoopParams, Question, QueryRecord, RankedDocument, SubQuestion,
-                           WarmRanks)
-from schemas.retrieval import FusedHit, Principal
+                           LoopParams, Question, QueryRecord, RankedDocument, SubQuestion)
+from schemas.retrieval import FusedHit, Principal, WarmRanks
 from tasks.llm.base import BudgetExhausted, Ledger, Provider, ProviderError
 from tasks.query.agent import AgentState, QuestionContext, run_agent
 from tasks.query.briefing import brief
@@ -29,7 +28,7 @@ from tasks.query.planner import plan
 from tasks.query.record import new_query_id, write_record
 from tasks.query.replanner import replan
 from tasks.query.rerank import Candidate, backfill, groups, merge, rank_accepted
-from tasks.query.tools import Hit, SearchBackend, TimedBackend
+from tasks.query.tools import SearchBackend, TimedBackend
 from tasks.store.layout import StoreLayout
 
 __all__ = ["LoopParams", "answer_question", "answer_many"]
@@ -168,7 +167,7 @@ def warm_start(ctx: QuestionContext, state: AgentState) -> ChannelResult:
         state.warm_chunk[f.doc_id] = f.best_chunk_id
     pending = []
     for f in fused[:p.review_k]:
-        h = Hit.of(ctx.backend.chunk(f.best_chunk_id), "warm")
+        h = ctx.backend.chunk(f.best_chunk_id).found_by("warm")
         h.rank, h.score, h.warm = f.rank, f.fused_score, state.warm[f.doc_id]
         state.retrieved.setdefault(h.doc_id, h)
         pending.append(h)
@@ -285,7 +284,7 @@ def _ensure_seen(backend: SearchBackend, states: list[AgentState], docs: list[st
             continue
         for st in states:
             if doc in st.warm_chunk:
-                hit = Hit.of(backend.chunk(st.warm_chunk[doc]), "warm")
+                hit = backend.chunk(st.warm_chunk[doc]).found_by("warm")
                 hit.rank = st.warm[doc].fused or hit.rank
                 st.retrieved[doc] = hit
                 break

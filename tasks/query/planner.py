@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from schemas.query import (LlmCallRecord, OUTPUT_SCHEMAS, PlanContext, PlannedSubQuestion,
+from schemas.query import (LlmCallRecord, PlanContext, PlannedSubQuestion,
                            PlanOutput, SubQuestion)
 from tasks.query import prompts
 from tasks.query.calls import recorded_call
@@ -29,8 +29,8 @@ def sub_questions_from(items: list[PlannedSubQuestion], corpora: list[str], cap:
 def plan(ctx) -> tuple[list[SubQuestion], LlmCallRecord, list[str]]:
     """(sub-questions, the call's record, flags). A failed plan falls back to the question."""
     cap = ctx.params.max_sub_questions
-    messages = prompts.plan_messages(ctx.question, ctx.corpora, cap, OUTPUT_SCHEMAS["plan"])
     context = PlanContext(question=ctx.question, corpora=ctx.corpora, max_sub_questions=cap)
+    messages = prompts.plan_messages(context)
     value, record = recorded_call(ctx, "plan", messages, context)
     if value is None:
         log.warning("plan failed (%s); searching the question as one sub-question", record.error)

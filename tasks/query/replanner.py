@@ -2,7 +2,7 @@
 the total never exceeds the planner's cap M."""
 from __future__ import annotations
 
-from schemas.query import (Briefing, DoneSubQuestion, LlmCallRecord, OUTPUT_SCHEMAS,
+from schemas.query import (Briefing, DoneSubQuestion, LlmCallRecord,
                            ReplanContext, ReplanOutput, SubQuestion)
 from tasks.query import prompts
 from tasks.query.calls import recorded_call
@@ -18,9 +18,7 @@ def replan(ctx, done: list[tuple[SubQuestion, int]], remaining: list[SubQuestion
         done=[DoneSubQuestion(**sq.model_dump(), accepted=n) for sq, n in done],
         remaining=list(remaining), briefings=list(briefings), max_sub_questions=cap,
         corpora=ctx.corpora)
-    messages = prompts.replan_messages(
-        ctx.question, [d.model_dump() for d in context.done],
-        [r.model_dump() for r in remaining], briefings, cap, OUTPUT_SCHEMAS["replan"])
+    messages = prompts.replan_messages(context)
     value, record = recorded_call(ctx, "replan", messages, context)
     if value is None:
         return remaining, record, False

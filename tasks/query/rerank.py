@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from schemas.query import (BriefedDocument, LlmCallRecord, OUTPUT_SCHEMAS, RerankCandidate,
+from schemas.query import (BriefedDocument, LlmCallRecord, RerankCandidate,
                            RerankContext, RerankOutput)
+from schemas.retrieval import Hit
 from tasks.query import prompts
 from tasks.query.agent import AgentState, warm_support
 from tasks.query.calls import recorded_call
-from tasks.query.tools import Hit
 
 
 @dataclass
@@ -84,7 +84,7 @@ def order_tie(ctx, group: list[Candidate], cands: dict[str, Candidate]) -> tuple
         question=ctx.question, candidates=[c.view() for c in group],
         accepted=[BriefedDocument(doc_id=c.doc_id, corpus=c.corpus, date=c.date)
                   for c in cands.values()])
-    messages = prompts.rerank_messages(ctx.question, context.candidates, OUTPUT_SCHEMAS["rerank"])
+    messages = prompts.rerank_messages(context)
     value, record = recorded_call(ctx, "rerank", messages, context)
     out: RerankOutput | None = value
     by_id = {c.doc_id: c for c in group}

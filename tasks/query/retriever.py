@@ -26,7 +26,7 @@ import numpy as np
 
 from schemas.embedding import EmbeddingSpaceMismatch
 from schemas.indexes import IndexContract, IndexSettings
-from schemas.retrieval import ChunkHit, DocHit, FusedHit, Principal, RetrievalSettings
+from schemas.retrieval import DocHit, FusedHit, Hit, Principal, RetrievalSettings
 from schemas.settings import MabillonSettings
 from tasks.access.policy import AccessPolicy, AllowedSet
 from tasks.index.dense_search import DensePlan, dense_plan
@@ -177,19 +177,19 @@ class Retriever:
 
     # channels (tasks.query.channels, bound to this generation and principal) ----------------
     def bm25_chunks(self, query: str, k: int = 50, corpus: str | None = None,
-                    date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]:
+                    date_from: str | None = None, date_to: str | None = None) -> list[Hit]:
         return channels.bm25_chunks(self.search, self.access, query, k, corpus, date_from, date_to)
 
     def dense_chunks(self, query: str, k: int = 50, corpus: str | None = None,
-                     date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]:
+                     date_from: str | None = None, date_to: str | None = None) -> list[Hit]:
         return channels.dense_chunks(self.search, self.access, query, k, corpus, date_from, date_to)
 
     def date_range_chunks(self, date_from: str, date_to: str, k: int = 50,
-                          corpus: str | None = None, query: str | None = None) -> list[ChunkHit]:
+                          corpus: str | None = None, query: str | None = None) -> list[Hit]:
         return channels.date_range_chunks(self.search, self.access, date_from, date_to, k, corpus,
                                           query)
 
-    def substring_chunks(self, text: str, k: int = 50, corpus: str | None = None) -> list[ChunkHit]:
+    def substring_chunks(self, text: str, k: int = 50, corpus: str | None = None) -> list[Hit]:
         return channels.substring_chunks(self.search, self.access, text, k, corpus)
 
     def bm25_docs(self, query: str, k: int = 50, corpus: str | None = None) -> list[DocHit]:
@@ -234,7 +234,7 @@ class Retriever:
         return [h for h in fused[:k]]
 
     # lookups --------------------------------------------------------------------------------
-    def chunk(self, chunk_id: str) -> ChunkHit:
+    def chunk(self, chunk_id: str) -> Hit:
         """A chunk's text and position; an unknown and a forbidden chunk look the same."""
         try:
             row = self.view.row_of(chunk_id)

@@ -8,12 +8,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass
 from datetime import date, timedelta
 from typing import Any, Protocol
 
-from schemas.query import WarmRanks
-from schemas.retrieval import ChunkHit, DocHit, FusedHit
+from schemas.retrieval import DocHit, FusedHit, Hit
 
 TOOLS = ("bm25", "dense", "date_range", "substring")
 
@@ -23,54 +21,19 @@ class SearchBackend(Protocol):
     space_id: str
 
     def bm25_chunks(self, query: str, k: int = 50, corpus: str | None = None,
-                    date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]: ...
+                    date_from: str | None = None, date_to: str | None = None) -> list[Hit]: ...
     def dense_chunks(self, query: str, k: int = 50, corpus: str | None = None,
-                     date_from: str | None = None, date_to: str | None = None) -> list[ChunkHit]: ...
+                     date_from: str | None = None, date_to: str | None = None) -> list[Hit]: ...
     def date_range_chunks(self, date_from: str, date_to: str, k: int = 50,
-                          corpus: str | None = None, query: str | None = None) -> list[ChunkHit]: ...
-    def substring_chunks(self, text: str, k: int = 50, corpus: str | None = None) -> list[ChunkHit]: ...
+                          corpus: str | None = None, query: str | None = None) -> list[Hit]: ...
+    def substring_chunks(self, text: str, k: int = 50, corpus: str | None = None) -> list[Hit]: ...
     def bm25_docs(self, query: str, k: int = 50, corpus: str | None = None) -> list[DocHit]: ...
     def dense_docs(self, query: str, k: int = 50, corpus: str | None = None) -> list[DocHit]: ...
     def temporal_docs(self, date: str, k: int = 50, corpus: str | None = None) -> list[DocHit]: ...
     def warm_start(self, query: str, k: int = 50, target_corpus: str | None = None,
                    date: str | None = None) -> list[FusedHit]: ...
-    def chunk(self, chunk_id: str) -> ChunkHit: ...
+    def chunk(self, chunk_id: str) -> Hit: ...
     def corpora(self) -> list[str]: ...
-
-
-@dataclass
-class Hit:
-    """A chunk as the loop handles it: where it came from and how it ranked there."""
-
-    chunk_id: str
-    doc_id: str
-    corpus: str | None
-    date: str | None
-    text: str
-    tool: str  # warm | bm25 | dense | date_range | substring
-    rank: int
-    score: float
-    page_start: int | None = None
-    char_start: int = 0
-    char_end: int = 0
-    widened: bool = False  # came only from the silent ±days widening of a date search
-    warm: WarmRanks | None = None  # warm-start ranks of its document
-    ordinal: int | None = None  # position of the chunk in its document
-    doc_chunks: int | None = None  # chunks in its document
-
-    @classmethod
-    def of(cls, h: ChunkHit, tool: str, **extra: Any) -> "Hit":
-        return cls(chunk_id=h.chunk_id, doc_id=h.doc_id, corpus=h.corpus, date=h.date,
-                   text=h.text, tool=tool, rank=h.rank, score=float(h.score),
-                   page_start=h.page_start, char_start=h.char_start, char_end=h.char_end,
-                   ordinal=h.ordinal, doc_chunks=h.doc_chunks, **extra)
-
-    def summary(self) -> dict[str, Any]:
-        """What the record keeps of a hit (texts stay in the generation)."""
-        d = asdict(self)
-        d.pop("text")
-        d["warm"] = self.warm.model_dump() if self.warm is not None else None
-        return d
 
 
 class ToolError(ValueError):
@@ -117,11 +80,11 @@ def run_search(backend: SearchBackend, tool: str, args: dict[str, Any], k: int,
                widen_days: int) -> tuple[list[Hit], list[Hit]]:
     """(hits the agent sees, hits found only by the silent widening of a date search)."""
     if tool == "bm25":
-        return [Hit.of(h, tool) for h in backend.bm25_chunks(args["query"], k, args["corpus"])], []
+        return [h.found_by(tool) for h in backend.bm25_chunks(args["query"], k, args["corpus"])], []
     if tool == "dense":
-        return [Hit.of(h, tool) for h in backend.dense_chunks(args["query"], k, args["corpus"])], []
+        return [h.found_by(tool) for h in backend.dense_chunks(args["query"], k, args["corpus"])], []
     if tool == "substring":
-        return [Hit.of(h, tool) for h in backend.substring_chunks(args["text"], k, args["corpus"])], []
+        return [h.found_by(tool) for h in backend.substring_chunks(args["text"], k, args["corpus"])], []
     lo, hi = args["date_from"], args["date_to"]
     wlo = (date.fromisoformat(lo) - timedelta(days=widen_days)).isoformat()
     whi = (date.fromisoformat(hi) + timedelta(days=widen_days)).isoformat()
@@ -130,7 +93,7 @@ def run_search(backend: SearchBackend, tool: str, args: dict[str, Any], k: int,
     inside, outside = [], []
     for h in hits:
         in_range = h.date is not None and lo <= h.date[:10] <= hi
-        (inside if in_range else outside).append(Hit.of(h, tool, widened=not in_range))
+        (inside if in_range else outside).append(h.found_by(tool, widened=not in_range))
     return inside, outside
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from schemas.retrieval import ChunkHit, DocHit
+from schemas.retrieval import DocHit, Hit
 from tasks.access.policy import AccessClass, access_of
 from tasks.access.validity import ValidityWindow
 
@@ -194,19 +194,19 @@ class GenerationView:
         return mask
 
     # hits -------------------------------------------------------------------------------------
-    def chunk_hits(self, rows: np.ndarray, scores: np.ndarray) -> list[ChunkHit]:
+    def chunk_hits(self, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
         """Hits for these rows, fetching their text and offsets (one read for all of them)."""
         rows = np.asarray(rows, np.int64)
         if rows.size == 0:
             return []
         got = self.fetch(rows, HIT_COLUMNS).to_pydict()
         sizes = self._doc_sizes()
-        return [ChunkHit(chunk_id=self.chunk_ids[int(r)].as_py(), doc_id=self.doc_of(int(r)),
-                         score=float(s), rank=i + 1, corpus=self.corpus_names[self.corpus_codes[r]],
-                         date=self.date_of(int(r)), text=got["text"][i],
-                         page_start=int(got["page_start"][i] or 1), char_start=int(got["char_start"][i]),
-                         char_end=int(got["char_end"][i]), ordinal=int(self.ordinal[r]),
-                         doc_chunks=int(sizes[self.doc_codes[r]]))
+        return [Hit(chunk_id=self.chunk_ids[int(r)].as_py(), doc_id=self.doc_of(int(r)),
+                    score=float(s), rank=i + 1, corpus=self.corpus_names[self.corpus_codes[r]],
+                    date=self.date_of(int(r)), text=got["text"][i],
+                    page_start=int(got["page_start"][i] or 1), char_start=int(got["char_start"][i]),
+                    char_end=int(got["char_end"][i]), ordinal=int(self.ordinal[r]),
+                    doc_chunks=int(sizes[self.doc_codes[r]]))
                 for i, (r, s) in enumerate(zip(rows.tolist(), scores.tolist()))]
 
     def doc_hit(self, row: int, score: float, rank: int) -> DocHit:

@@ -1,4 +1,4 @@
-from schemas.query import WarmRanks
+from schemas.retrieval import WarmRanks
 from schemas.query import SubQuestion
 from tasks.query.agent import AgentState
 from tasks.query.rerank import backfill

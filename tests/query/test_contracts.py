@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from schemas.query import OUTPUT_SCHEMAS, PURPOSES, LoopParams, ReviewStep, output_schemas
+from schemas.query import OUTPUT_SCHEMAS, PURPOSES, LoopParams, Memory, ReviewStep, output_schemas
 from schemas.retrieval import Principal
 from tasks.llm.base import Ledger, LlmRequest, call_validated, validate_output
 from tests.query.conftest import make_retriever
@@ -112,6 +112,28 @@ def test_validated_output_is_the_model_not_a_dict():
             return Completion(json.dumps(SAMPLES["review"][0]))
     out = call_validated(Fixed(), LlmRequest("review", []), Ledger()).value
     assert isinstance(out, ReviewStep) and out.args.verdicts[0].verdict == "accept"
+
+
+def test_a_call_result_is_typed_by_the_output_model_valid_or_not():
+    from tasks.llm.base import Completion, InvalidOutput, LlmResult
+
+    class Scripted:
+        name, model = "scripted", None
+
+        def __init__(self, *texts):
+            self.texts = list(texts)
+
+        def complete(self, request):
+            return Completion(self.texts.pop(0))
+    result = call_validated(Scripted(json.dumps(SAMPLES["review"][0])), LlmRequest("review", []), Ledger())
+    assert isinstance(result, LlmResult[ReviewStep]) and isinstance(result.value, ReviewStep)
+    with pytest.raises(InvalidOutput) as exc:
+        call_validated(Scripted("{}"), LlmRequest("review", []), Ledger(), max_retries=0)
+    failed = exc.value.result
+    assert isinstance(failed, LlmResult[ReviewStep]) and failed.value is None
+    assert failed.raws == ["{}"] and failed.error.startswith("at ")
+    with pytest.raises(ValueError):  # a value of another model does not fit the typed result
+        LlmResult[ReviewStep](value=Memory.empty(), raw="", prompt_digest="d", attempts=1)
 
 
 def test_a_review_naming_a_chunk_never_shown_changes_nothing_and_is_flagged(

@@ -1,10 +1,10 @@
 """Merge and count-grouped ranking of accepted documents; warm-start support below them."""
 from __future__ import annotations
 
-from schemas.query import SubQuestion, Verdict, WarmRanks
+from schemas.query import SubQuestion, Verdict
+from schemas.retrieval import Hit, WarmRanks
 from tasks.query.agent import AgentState
 from tasks.query.rerank import backfill, groups, merge
-from tasks.query.tools import Hit
 
 
 def state(index, accepted, warm):
