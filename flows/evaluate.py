@@ -41,7 +41,7 @@ def make_system(name: str, depth: int, options: EvalOptions, settings: MabillonS
     if name in ("bm25", "dense", "hybrid"):
         return Baseline(name=name, depth=depth)
     if name == "trace":
-        from flows.ask import api_key
+        from flows.answer import api_key
         from tasks.llm.base import Ledger
         from tasks.llm.registry import make_provider
 

@@ -17,7 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed
 from pydantic import BaseModel, Field, SecretStr
 
-from flows.release_gate import record_publish
+from flows.release_records import record_routing_change
 from flows.run_access import Refusal, deployment_run, mask_secret_parameters, run_actor
 from flows.run_names import canary_run_name, delete_run_name, gc_run_name, promote_run_name, rollback_run_name
 from flows.settle_deletions import Settlement, holding_release_slot, settle_deletions
@@ -150,7 +150,7 @@ def promote(params: PromoteParams, settings: MabillonSettings | None = None) -> 
             reason = f"{reason} (note: {words})".strip()
         routing = switching.promote(layout, params.generation, actor, reason)
         if routing.serving != before.serving:
-            record_publish(layout, params.generation, actor, params.reason, action="promote", via="promote")
+            record_routing_change(layout, params.generation, actor, params.reason, action="promote", via="promote")
         return routing
     return _switch("promote", settings, params, switch)
 
@@ -168,7 +168,7 @@ def canary(params: CanaryParams, settings: MabillonSettings | None = None) -> Ro
         if not params.generation:
             raise canaries.CanaryRefused("name the candidate generation the groups are routed to")
         routing = canaries.start(layout, settings, params.generation, params.groups, actor, params.reason)
-        record_publish(layout, params.generation, actor, params.reason, action="canary", via="canary")
+        record_routing_change(layout, params.generation, actor, params.reason, action="canary", via="canary")
         return routing
     return _switch("canary", settings, params, switch)
 

@@ -4,7 +4,9 @@ start (loading torch, the model, the LanceDB table: seconds per command).
 
 It listens on loopback only, behind a random bearer key written to the home's owner-only
 serve-state file: whoever can read that file owns the state root, and may ask as any principal
-of principals.json, as on the CLI.
+of principals.json, as on the CLI. One endpoint, `POST /ask`: a FastAPI app (the reading room's
+framework) under uvicorn, on a thread of `mabillon serve`; each answer runs on the app's thread
+pool, as each request had its own thread before.
 
 Retrievers are kept per (generation, principal policy, tombstones, routing, as_of): a promotion,
 a canary, a deletion or a change of principals.json opens a new one at the next question, so no
@@ -16,9 +18,13 @@ import hashlib
 import json
 import logging
 import secrets
+import socket
 import threading
 from collections import OrderedDict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from schemas.retrieval import Principal
 from schemas.settings import MabillonSettings
@@ -87,27 +93,72 @@ class WarmRetrievers:
             log.info("query service not warmed: %s", exc)
 
 
+def _json(status: int, payload: dict) -> Response:
+    return Response(json.dumps(payload, ensure_ascii=False).encode("utf-8"), status_code=status,
+                    media_type="application/json; charset=utf-8")
+
+
+def create_app(service: "QueryService") -> FastAPI:
+    """`POST /ask` behind the bearer key; another path is 404, another method 501."""
+    app = FastAPI(title="Mabillon query service", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.api_route("/{path:path}", methods=["POST"])
+    async def post(request: Request, path: str) -> Response:
+        if not secrets.compare_digest(request.headers.get("authorization", ""), f"Bearer {service.key}"):
+            return _json(401, {"error": "unauthorized", "code": 4, "kind": "access_denied"})
+        if request.url.path != "/ask" or request.url.query:
+            return _json(404, {"error": "no such endpoint", "code": 3, "kind": "not_found"})
+        length = int(request.headers.get("content-length") or 0)
+        if length > MAX_BODY:
+            return _json(413, {"error": "request too large", "code": 2, "kind": "usage"})
+        try:
+            body = await request.body() if length else b""
+            return _json(200, await run_in_threadpool(service.answer, json.loads(body or b"{}")))
+        except Exception as exc:
+            from flows.cli.errors import Exit, explain
+
+            explained = explain(exc)
+            if explained.code == Exit.FAILED:
+                log.exception("query service failed")
+            return _json(422 if explained.code != Exit.FAILED else 500, explained.as_json())
+
+    @app.api_route("/{path:path}", methods=["GET", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"])
+    async def other(request: Request, path: str) -> Response:
+        return _json(501, {"error": f"unsupported method ({request.method})", "code": 2, "kind": "usage"})
+
+    return app
+
+
 class QueryService:
     def __init__(self, settings: MabillonSettings, host: str = "127.0.0.1", port: int = 0):
+        import uvicorn
+
         self.settings = settings
         self.key = secrets.token_urlsafe(32)
         self.retrievers = WarmRetrievers(settings)
-        self._server = ThreadingHTTPServer((host, port), self._handler())
-        self._server.daemon_threads = True
-        self.url = f"http://{host}:{self._server.server_address[1]}"
+        # bound here, so the url (a port of 0 is any free one) is known before the thread starts
+        self._socket = socket.create_server((host, port))
+        self.url = f"http://{host}:{self._socket.getsockname()[1]}"
+        # log_config=None: uvicorn leaves the logging of `mabillon serve` as it is
+        self._server = uvicorn.Server(uvicorn.Config(create_app(self), log_config=None, log_level="warning",
+                                                     access_log=False, proxy_headers=False,
+                                                     timeout_graceful_shutdown=10))
         self._thread: threading.Thread | None = None
 
     def start(self, warm: bool = True) -> "QueryService":
-        self._thread = threading.Thread(target=self._server.serve_forever, name="query-service",
-                                        daemon=True)
+        # uvicorn installs no signal handlers off the main thread: `mabillon serve` keeps its own
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
+                                        name="query-service", daemon=True)
         self._thread.start()
         if warm:
             threading.Thread(target=self.retrievers.warm_up, name="query-warm-up", daemon=True).start()
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join()
+        self._socket.close()
 
     def answer(self, request: dict) -> dict:
         from flows.answer import AskParams, answer
@@ -117,43 +168,6 @@ class QueryService:
         principal = resolve_principal(self.settings, params.principal)
         retriever = self.retrievers.get(principal, params.generation_name(), params.as_of)
         return answer(self.settings, params, principal, retriever).model_dump(mode="json")
-
-    def _handler(self):
-        service = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, fmt, *args):  # requests are not worth a line each
-                log.debug("query service: " + fmt, *args)
-
-            def _send(self, status: int, payload: dict) -> None:
-                body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_POST(self):
-                if not secrets.compare_digest(self.headers.get("Authorization", ""),
-                                              f"Bearer {service.key}"):
-                    return self._send(401, {"error": "unauthorized", "code": 4, "kind": "access_denied"})
-                if self.path != "/ask":
-                    return self._send(404, {"error": "no such endpoint", "code": 3, "kind": "not_found"})
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY:
-                    return self._send(413, {"error": "request too large", "code": 2, "kind": "usage"})
-                try:
-                    request = json.loads(self.rfile.read(length) or b"{}")
-                    return self._send(200, service.answer(request))
-                except Exception as exc:
-                    from flows.cli.errors import Exit, explain
-
-                    explained = explain(exc)
-                    if explained.code == Exit.FAILED:
-                        log.exception("query service failed")
-                    return self._send(422 if explained.code != Exit.FAILED else 500, explained.as_json())
-
-        return Handler
 
 
 class ServiceRefused(Exception):

@@ -42,7 +42,7 @@ from tasks.reading import wording
 from tasks.reading.image_request import ImageRequestError
 from tasks.reading.links import Links
 from tasks.reading.listing import ListFilter
-from tasks.reading.manifests import NoCanvas, query_manifest, revision_manifest
+from tasks.reading.iiif_manifests import NoCanvas, query_manifest, revision_manifest
 from tasks.reading.reader_pages import document_title, documents_page, evidence_page
 from tasks.reading.room import NotFound, ReadingRoom
 from tasks.reading.sessions import SESSION_COOKIE, Sessions

@@ -11,21 +11,22 @@ from pydantic import BaseModel, Field
 
 from flows.artifacts.generations import publish_generations
 from flows.artifacts.refusals import ended, publish_refusals
-from flows.release_gate import gate_applies, hold_for_decision, record_publish
-from flows.runner import RunnerShape, api_for_workers, task_runner_for
+from flows.release_gate import gate_applies, hold_for_decision
+from flows.release_records import record_routing_change
+from flows.runner import RunnerShape, api_for_workers, arm_crash_point, task_runner_for
 from flows.settle_deletions import holding_release_slot
 from flows.timing import StageClock, publish_stage_seconds, timed
 from schemas.generation import IngestResult, Parsed, RunCounts
 from schemas.settings import MabillonSettings
 from tasks.access.principals import default_principal
-from tasks.ingest.acquire import AccessDefaults, acquire_task
-from tasks.ingest.changes import RunPlan, plan_task
+from tasks.ingest.acquire import AccessDefaults, AcquireInput, acquire_task
+from tasks.ingest.changes import ChangeSet, sort_changes_task
 from tasks.ingest.chunk import chunk_task
 from tasks.ingest.embed import embed
 from tasks.ingest.inspect import inspect_task
-from tasks.ingest.merge import serving_base, stage_task
+from tasks.ingest.merge import StagingInput, serving_base, stage_task
 from tasks.ingest.parse.units import parse
-from tasks.ingest.publish import Publication, count_run, nothing_new, publish_task
+from tasks.ingest.publish import Publication, PublishInput, count_run, nothing_new, publish_task
 from tasks.ingest.reconcile import reconcile_task
 from tasks.ingest.validate import validate_task
 from tasks.store.layout import StoreLayout
@@ -47,7 +48,8 @@ class ReleaseOptions(BaseModel):
                                                                "the next run (still being written)")
 
 
-acquire, inspect, plan = timed("acquire", acquire_task), timed("inspect", inspect_task), timed("plan", plan_task)
+acquire, inspect = timed("acquire", acquire_task), timed("inspect", inspect_task)
+sort_changes = timed("plan", sort_changes_task)  # recorded as "plan" in the run's stage timings
 parse, chunk, embed = timed("parse", parse), timed("chunk", chunk_task), timed("embed", embed)
 stage, validate = timed("stage", stage_task), timed("validate", validate_task)
 reconcile, publish = timed("reconcile", reconcile_task), timed("publish", publish_task)
@@ -58,6 +60,7 @@ def release_steps(paths: list[str], options: ReleaseOptions | None = None,
     # a deployment run names neither: they come from the form's defaults and the serving environment
     options, settings = options or ReleaseOptions(), settings or MabillonSettings()
     layout, runner = StoreLayout.from_settings(settings).ensure(), RunnerShape.of_this_flow_run(settings)
+    arm_crash_point(settings.test_crash_point)  # the crash-safety tests' hook, once for the whole run
     gated = gate_applies(options.gate, settings)  # refused before any work where nobody could answer
     result = build_and_publish(paths, options, settings, layout, runner, gated)
     while gated and result.published:  # shadow, then paused until a person decides; the wait holds no lock
@@ -77,25 +80,28 @@ def build_and_publish(paths: list[str], options: ReleaseOptions, settings: Mabil
     (staged when gated), or nothing new."""
     with holding_release_slot(layout, settings), StageClock() as clock:
         base = serving_base(layout, settings.embedding)
-        acquired = acquire(paths, access_defaults(options, settings), layout, settings.storage, base.tombstones,
-                           options.defer)
+        acquired = acquire(AcquireInput(sources=paths, defaults=access_defaults(options, settings), layout=layout,
+                                        storage=settings.storage, tombstones=base.tombstones, skip=options.defer))
         screened = inspect(acquired, layout, settings.limits)
-        work = plan(screened, base.tables.sources, base.current_revisions(), base.space_id, base.space.space_id)
-        parsed = parse(work, layout, runner.parsing(settings), runner.fan_out(settings))
+        work = sort_changes(screened, base)
+        parsed = parse(work, layout, runner.parsing(settings), runner.fan_out())
         if not parsed.documents:
             publish_generations(layout, public=default_principal(settings))
             return nothing_new(base, run_counts(work, parsed, runner, clock), parsed.quarantined, layout,
                                settings.embedding)
         chunked = chunk(parsed, work.to_process, settings.chunking, settings.embedding)
         vectors = embed(chunked.chunks, layout, runner.embedding(settings), chunked.space.space_id,
-                        chunked.spec.segmenter_id, settings.test_crash_point)
-        staged = stage(base, work.to_process, parsed, chunked.chunks, vectors, chunked.space, layout)
+                        chunked.spec.segmenter_id)
+        staged = stage(StagingInput(base=base, revisions=work.to_process, parsed=parsed, chunks=chunked.chunks,
+                                    vectors=vectors, space=chunked.space, layout=layout))
         validation = validate(staged, settings.validation, layout)
         report = reconcile(staged, base)
-        result = publish(staged, report, validation, run_counts(work, parsed, runner, clock),
-                         parsed.quarantined, chunked.spec, base, layout, publication(options, settings, gated))
+        result = publish(PublishInput(staged=staged, report=report, validation=validation,
+                                      run=run_counts(work, parsed, runner, clock), quarantined=parsed.quarantined,
+                                      spec=chunked.spec, base=base, layout=layout,
+                                      publication=publication(options, settings, gated)))
         if result.serving:
-            result.release_record = record_publish(layout, result.generation, settings.actor, options.reason)
+            result.release_record = record_routing_change(layout, result.generation, settings.actor, options.reason)
         publish_generations(layout, result.generation, default_principal(settings))
     result.run.stage_seconds = clock.seconds
     return result
@@ -137,8 +143,8 @@ def publication(options: ReleaseOptions, settings: MabillonSettings, gated: bool
                        embedding_model=settings.embedding.model, index=settings.index,
                        retrieval=settings.retrieval,
                        limits={"inspection": settings.limits.model_dump(), "sandbox": settings.sandbox.model_dump()},
-                       crash_point=settings.test_crash_point, embedding=settings.embedding)
+                       embedding=settings.embedding)
 
 
-def run_counts(work: RunPlan, parsed: Parsed, runner: RunnerShape, clock: StageClock) -> RunCounts:
+def run_counts(work: ChangeSet, parsed: Parsed, runner: RunnerShape, clock: StageClock) -> RunCounts:
     return count_run(work, parsed, runner.name, runner.workers, clock.seconds)

@@ -6,7 +6,7 @@ only to publish (before) and to apply the decision (after), so other operations 
 reviewer reads the report; and the `release` deployment has no Prefect deployment concurrency
 limit (flows/serve.py), whose lease the paused run could not keep. The decision form is
 `GateDecision`, its description the shadow report. A decision on a candidate whose base no longer
-serves is refused with words, or rebased (tasks/ops/gate.py): the run then builds again.
+serves is refused with words, or rebased (tasks/ops/gate_decision.py): the run then builds again.
 A run that cannot be paused for a person (no Prefect server to resume it through) refuses to
 start the gate rather than wait for nobody.
 """
@@ -18,26 +18,27 @@ import time
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
-from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 from prefect.input.run_input import keyset_from_base_key
 
+from flows.release_records import flow_run_id, show_release_record
 from flows.run_access import Refusal
+from flows.settle_deletions import holding_release_slot
 from schemas.generation import IngestResult
-from schemas.release import Decision, GateDecision, GateTimedOut
+from schemas.release import GateDecision, GateTimedOut
 from schemas.retrieval import AccessDenied
 from schemas.settings import MabillonSettings
 from tasks.ingest.crash_points import crash_point
 from tasks.ops.canary import CanaryRefused
 from tasks.markup import md_code, md_text
-from tasks.ops.gate import DecisionRefused, GateReport, apply_decision, gate_markdown, gate_report, record_timeout
-from tasks.ops.release_record import build_record, newest_arrival, record_markdown
+from tasks.ops.gate_decision import (DecisionRefused, GateReport, apply_decision, gate_markdown, gate_report,
+                                     record_timeout)
+from tasks.ops.release_record import newest_arrival
 from tasks.ops.switching import GenerationUnavailable
 from tasks.store.layout import StoreLayout
 from tasks.store.manifests import read_manifest
-from tasks.store.release_records import write_release_record
 from tasks.store.routing import read_routing
 
 log = logging.getLogger(__name__)
@@ -68,48 +69,17 @@ def gate_report_task(settings: MabillonSettings, generation: str) -> GateReport:
     return gate_report(settings, read_manifest(layout, generation))
 
 
-def _run_id() -> str | None:
-    ctx = FlowRunContext.get()
-    return str(ctx.flow_run.id) if ctx and ctx.flow_run else None
-
-
-def _forget_answer(flow_run_id: str | None, pause_key: str) -> None:
+def _forget_answer(run_id: str | None, pause_key: str) -> None:
     """The answer may carry an access token: it is read, so it leaves the Prefect database."""
-    if flow_run_id is None:
+    if run_id is None:
         return
     from prefect.client.orchestration import get_client
 
     try:
         with get_client(sync_client=True) as client:
-            client.delete_flow_run_input(flow_run_id, keyset_from_base_key(f"paused-{pause_key}")["response"])
+            client.delete_flow_run_input(run_id, keyset_from_base_key(f"paused-{pause_key}")["response"])
     except Exception as exc:  # the decision stands; say that the stored answer could not be removed
-        log.warning("could not delete the stored gate answer of run %s: %s", flow_run_id, exc)
-
-
-def _record(layout: StoreLayout, generation: str, decision: Decision, before, after, arrival,
-            report: GateReport | None, refused: list[str] | None = None) -> str:
-    """Write the release record (the caller holds the release lock) and show it in the UI."""
-    record = build_record(layout, generation, decision, before, after, arrival,
-                          report.shadow if report else None,
-                          report.shadow_note if report else "not shadowed: no gate on this change",
-                          refused)
-    path = str(write_release_record(layout, record))
-    create_markdown_artifact(key="release-record", markdown=record_markdown(record, path),
-                             description=f"release record of {generation}: {decision.action}")
-    return path
-
-
-def record_publish(layout: StoreLayout, generation: str, actor: str, reason: str,
-                   action: str = "publish", via: str = "release") -> str:
-    """The release record of a routing change made without a gate (an ungated release, an
-    operator's `promote` or `canary`); the caller holds the release lock and has just written it."""
-    after = read_routing(layout)
-    event = after.history[-1]
-    before = after.model_copy(update={"serving": event.from_generation,
-                                      "canaries": [c for c in after.canaries if c.generation != generation]})
-    decision = Decision(action=action, actor=actor, authenticated=False, at=event.at, reason=reason,
-                        via=via, canary_groups=event.groups, flow_run_id=_run_id())
-    return _record(layout, generation, decision, before, after, newest_arrival(layout, generation), None)
+        log.warning("could not delete the stored gate answer of run %s: %s", run_id, exc)
 
 
 def hold_for_decision(result: IngestResult, settings: MabillonSettings,
@@ -117,14 +87,12 @@ def hold_for_decision(result: IngestResult, settings: MabillonSettings,
     """Shadow the staged candidate, then wait (paused, holding no lock) for approve / reject /
     canary / rebase from a person; a refused answer is shown in the form and asked again. After
     a rebase the caller builds the release again (the result's decision says "rebase")."""
-    from flows.settle_deletions import holding_release_slot  # it records through this module
-
     layout = StoreLayout.from_settings(settings)
     candidate = result.generation
     assert candidate is not None and result.published
-    run_id = _run_id()
+    run_id = flow_run_id()
     arrival = newest_arrival(layout, candidate)
-    crash_point(settings.test_crash_point, layout, "gate-shadow")
+    crash_point(layout, "gate-shadow")
     report = gate_report_task(settings, candidate)
     create_markdown_artifact(key="release-gate", markdown=gate_markdown(report),
                              description=f"{candidate} waits for a decision")
@@ -144,15 +112,15 @@ def hold_for_decision(result: IngestResult, settings: MabillonSettings,
             with holding_release_slot(layout, settings):
                 before = read_routing(layout)
                 decision, after = record_timeout(layout, candidate, timeout_s, GATE_ACTOR, run_id)
-                path = _record(layout, candidate, decision, before, after, arrival, report, refused)
+                path = show_release_record(layout, candidate, decision, before, after, arrival, report, refused)
             raise GateTimedOut(f"{decision.reason}; release record {path}") from None
         _forget_answer(run_id, key)
         try:
             with holding_release_slot(layout, settings):  # deletions masked during the wait settle on the outcome
                 before = read_routing(layout)
-                crash_point(settings.test_crash_point, layout, "gate-switch")
+                crash_point(layout, "gate-switch")
                 decision, after = apply_decision(layout, settings, candidate, answer, run_id)
-                path = _record(layout, candidate, decision, before, after, arrival, report, refused)
+                path = show_release_record(layout, candidate, decision, before, after, arrival, report, refused)
         except (AccessDenied, DecisionRefused, CanaryRefused) as exc:
             refusal = str(exc)
             refused.append(f"{answer.decision}: {refusal}")

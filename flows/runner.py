@@ -19,6 +19,7 @@ from prefect.context import FlowRunContext
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from schemas.settings import DaskSettings, EmbeddingSettings, MabillonSettings, ParseSettings
+from tasks.ingest import crash_points
 from tasks.ingest.parse.units import FanOut
 
 # Worker processes share the cores among themselves; a library that starts a thread per core
@@ -70,6 +71,19 @@ def api_for_workers(settings: MabillonSettings) -> Iterator[None]:
         yield
 
 
+def arm_crash_point(point: str | None) -> None:
+    """The crash-safety tests' hook (tasks/ingest/crash_points.py), armed once for the run: in
+    this process, and on the Dask workers of the flow run's task runner, where parse and embed
+    tasks stop. Nothing is sent to workers when no point is set."""
+    crash_points.arm(point)
+    runner = FlowRunContext.get().task_runner if FlowRunContext.get() else None
+    client = getattr(runner, "client", None) if point is not None else None
+    if client is not None:
+        from flows.worker_crash_points import ArmWorkers
+
+        client.register_plugin(ArmWorkers(point))
+
+
 @dataclass(frozen=True)
 class RunnerShape:
     """The runner a flow run got, and the settings slices its tasks are given because of it."""
@@ -86,9 +100,8 @@ class RunnerShape:
             return cls("dask", max(1, len(client.nthreads())), settings.dask.pages_per_task)
         return cls("local", max(1, settings.ocr.workers), 1.0)
 
-    def fan_out(self, settings: MabillonSettings) -> FanOut:
-        return FanOut(workers=self.workers, pages_per_task=self.pages_per_task,
-                      crash_point=settings.test_crash_point)
+    def fan_out(self) -> FanOut:
+        return FanOut(workers=self.workers, pages_per_task=self.pages_per_task)
 
     def parsing(self, settings: MabillonSettings) -> ParseSettings:
         # one page at a time per task: the runner's threads or processes are the parallelism

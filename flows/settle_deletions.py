@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel
 
-from flows.release_gate import record_publish
+from flows.release_records import record_routing_change
 from schemas.settings import MabillonSettings
 from tasks.ops.deletion import publish_without
 from tasks.ops.retention import PurgeReport, purge_documents
@@ -101,7 +101,7 @@ def _settle(layout: StoreLayout, settings: MabillonSettings, before: Settlement 
                                           doc_ids, reason)
     published_at = None
     if len(unknown) < len(doc_ids):  # a new generation serves: it gets its release record
-        record_publish(layout, generation, actor, f"delete: {reason}".strip(), via="delete")
+        record_routing_change(layout, generation, actor, f"delete: {reason}".strip(), via="delete")
         published_at = time.perf_counter()
     purge, purged_at = None, None
     if settings.retention.deletion_window_s <= 0:  # otherwise `mabillon gc` purges once it passed

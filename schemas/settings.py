@@ -316,7 +316,8 @@ class MabillonSettings(BaseSettings):
     actor: str = Field(default="local-operator", description="who is recorded in routing history")
     test_crash_point: str | None = Field(
         default=None, description="test hook: stop at this crash point of a release and wait to be killed "
-        "(parse, embed, switch, gate-shadow, gate-switch); used by the crash-safety tests")
+        "(parse, embed, switch, gate-shadow, gate-switch); used by the crash-safety tests, read once when "
+        "a release starts (flows/runner.py arm_crash_point)")
 
     @field_validator("warehouse_dir", mode="before")
     @classmethod

@@ -4,7 +4,9 @@ evaluated one command at a time end up side by side."""
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pyarrow.parquet as pq
 from tasks.eval.metrics import MISS_KINDS
 from tasks.markup import md_code, md_row
 
+log = logging.getLogger(__name__)
 HEADLINE = ("mrr_first", "mrr_multi", "p_acc", "r_acc", "accepted_mean")
 
 
@@ -118,11 +121,16 @@ def build_report(folder: Path) -> dict[str, Path]:
     paths = {"markdown": folder / "summary.md", "html": folder / "report.html",
              "recall_plot": folder / "recall_at_k.png"}
     paths["markdown"].write_text(md, "utf-8")
-    plot_recall_curves(summaries, paths["recall_plot"])
-    imgs = ['<img src="recall_at_k.png" alt="recall@k per system and question type">']
-    if plot_misses(summaries, folder / "misses.png"):
-        paths["miss_plot"] = folder / "misses.png"
-        imgs.append('<img src="misses.png" alt="where missed gold documents were lost">')
+    imgs = []
+    if importlib.util.find_spec("matplotlib") is None:  # the `eval` extra (pyproject.toml)
+        log.warning("report without plots: matplotlib is not installed (pip install 'mabillon[eval]')")
+        del paths["recall_plot"]
+    else:
+        plot_recall_curves(summaries, paths["recall_plot"])
+        imgs.append('<img src="recall_at_k.png" alt="recall@k per system and question type">')
+        if plot_misses(summaries, folder / "misses.png"):
+            paths["miss_plot"] = folder / "misses.png"
+            imgs.append('<img src="misses.png" alt="where missed gold documents were lost">')
     paths["html"].write_text(
         "<!doctype html><meta charset='utf-8'><title>Mabillon evaluation</title>"
         "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}"

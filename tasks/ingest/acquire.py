@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlparse
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from schemas.generation import Quarantined, Screened
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision, SourceInput
 from schemas.settings import StorageSettings
@@ -343,18 +345,26 @@ def acquire_one(layout: StoreLayout, pending: PendingInput) -> Revision:
     )
 
 
-def acquire(sources: list[str], defaults: AccessDefaults, layout: StoreLayout,
-            storage: StorageSettings | None = None,
-            tombstones: TombstoneList | None = None, skip: Collection[str] = ()) -> Screened:
-    """Paths, file:// and s3:// URIs in (`storage`: endpoint and credentials of s3:// inputs;
-    `skip`: URIs of folder files left for a later run).
+class AcquireInput(BaseModel):
+    """The acquire stage's input: the run's sources, and what they are given, refused or left."""
 
-    Revisions of documents deleted before (`tombstones`) are refused here, before any parsing.
-    """
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    sources: list[str]  # paths, file:// and s3:// URIs
+    defaults: AccessDefaults  # the access of inputs that name none
+    layout: StoreLayout
+    storage: StorageSettings | None = None  # endpoint and credentials of s3:// inputs
+    # documents deleted before: their revisions are refused here, before any parsing
+    tombstones: TombstoneList = Field(default_factory=TombstoneList)
+    skip: list[str] = Field(default_factory=list)  # URIs of folder files left for a later run
+
+
+def acquire(job: AcquireInput) -> Screened:
+    """The sources' revisions, their bytes stored; what cannot be read, or was deleted, refused."""
     quarantined: list[Quarantined] = []
     revisions: list[Revision] = []
     seen: dict[str, str] = {}
-    pending = list(iter_inputs(sources, defaults, quarantined, storage, set(skip)))
+    pending = list(iter_inputs(job.sources, job.defaults, quarantined, job.storage, set(job.skip)))
     with StageProgress("acquire", len(pending), "source") as progress:
         for item in pending:
             sid = item.source.source_id
@@ -365,12 +375,12 @@ def acquire(sources: list[str], defaults: AccessDefaults, layout: StoreLayout,
                                                reason=f"duplicate source {sid!r} in this run (first: {seen[sid]})"))
             else:
                 try:
-                    revisions.append(acquire_one(layout, item))
+                    revisions.append(acquire_one(job.layout, item))
                     seen[sid] = item.source.uri
                 except OSError as exc:
                     quarantined.append(Quarantined(uri=item.source.uri, reason=f"unreadable: {exc}"))
             progress.advance()
-    kept, refused = refuse_tombstoned(revisions, tombstones or TombstoneList())
+    kept, refused = refuse_tombstoned(revisions, job.tombstones)
     return Screened(kept=kept, quarantined=quarantined + refused)
 
 

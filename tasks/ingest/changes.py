@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from schemas.generation import Quarantined, Screened
 from schemas.lineage import Revision
+from tasks.ingest.merge import Base
 from tasks.task_wrapper import as_task
 
 # What a sidecar or an export says about a document besides its bytes. Same bytes described
@@ -21,7 +22,9 @@ def described_differently(new: Revision, old: Revision) -> bool:
 
 
 @dataclass
-class RunPlan:
+class ChangeSet:
+    """The run's revisions sorted against the serving generation: what to parse, chunk and embed."""
+
     added: list[Revision] = field(default_factory=list)
     changed: list[Revision] = field(default_factory=list)
     unchanged: list[Revision] = field(default_factory=list)
@@ -40,32 +43,32 @@ class RunPlan:
 
 
 def classify(accepted: list[Revision], base_sources: pa.Table, base_revisions: list[Revision],
-             base_space_id: str | None, space_id: str) -> RunPlan:
+             base_space_id: str | None, space_id: str) -> ChangeSet:
     current = dict(zip(base_sources["source_id"].to_pylist(), base_sources["current_revision_id"].to_pylist()))
     described = {r.revision_id: r for r in base_revisions}
-    plan = RunPlan()
+    changes = ChangeSet()
     for rev in accepted:
         if rev.source_id not in current:
-            plan.added.append(rev)
+            changes.added.append(rev)
         elif current[rev.source_id] != rev.revision_id:
-            plan.changed.append(rev)
+            changes.changed.append(rev)
         elif rev.revision_id in described and described_differently(rev, described[rev.revision_id]):
-            plan.changed.append(rev)
+            changes.changed.append(rev)
         else:
-            plan.unchanged.append(rev)
+            changes.unchanged.append(rev)
     if base_space_id is not None and base_space_id != space_id:
-        touched = {r.source_id for r in plan.to_process}
-        plan.carried_reprocess = [r for r in base_revisions if r.source_id not in touched]
-    return plan
+        touched = {r.source_id for r in changes.to_process}
+        changes.carried_reprocess = [r for r in base_revisions if r.source_id not in touched]
+    return changes
 
 
-def plan_changes(screened: Screened, base_sources: pa.Table, base_revisions: list[Revision],
-                 base_space_id: str | None, space_id: str) -> RunPlan:
+def sort_changes(screened: Screened, base: Base) -> ChangeSet:
     """The run's work: what to parse, chunk and embed, with the refusals and page counts so far."""
-    plan = classify(screened.kept, base_sources, base_revisions, base_space_id, space_id)
-    plan.quarantined = list(screened.quarantined)
-    plan.pages = dict(screened.pages)
-    return plan
+    changes = classify(screened.kept, base.tables.sources, base.current_revisions(), base.space_id,
+                       base.space.space_id)
+    changes.quarantined = list(screened.quarantined)
+    changes.pages = dict(screened.pages)
+    return changes
 
 
-plan_task = as_task(plan_changes, "plan")
+sort_changes_task = as_task(sort_changes, "plan")  # "plan": the stage's recorded name

@@ -50,7 +50,7 @@ def batches(chunks: list[Chunk], revisions: list[str], by_rev: dict[str, list[in
 
 
 def embed_batch(batch: EmbedBatch, layout: StoreLayout, settings: EmbeddingSettings, space_id: str,
-                segmenter_id: str, crash: str | None = None) -> np.ndarray:
+                segmenter_id: str) -> np.ndarray:
     """Vectors of the batch's chunks (row-aligned with batch.texts), each revision cached."""
     embedder = load_embedder(settings)
     if embedder.space.space_id != space_id:
@@ -62,7 +62,7 @@ def embed_batch(batch: EmbedBatch, layout: StoreLayout, settings: EmbeddingSetti
     for rev, ids in zip(batch.revision_ids, batch.chunk_ids):
         save_vectors(layout, space_id, segmenter_id, rev, ids, vectors[start:start + len(ids)])
         start += len(ids)
-    crash_point(crash, layout, "embed")  # test hook: killed with some revisions cached
+    crash_point(layout, "embed")  # test hook: killed with some revisions cached
     return vectors
 
 
@@ -70,7 +70,7 @@ embed_batch_task = as_task(embed_batch, "embed", reads_storage=True)
 
 
 def embed(chunks: list[Chunk], layout: StoreLayout, settings: EmbeddingSettings, space_id: str,
-          segmenter_id: str, crash: str | None = None) -> np.ndarray:
+          segmenter_id: str) -> np.ndarray:
     """Vectors row-aligned with `chunks`: from the cache, or computed by batch tasks."""
     by_rev: dict[str, list[int]] = {}
     for i, c in enumerate(chunks):
@@ -87,7 +87,7 @@ def embed(chunks: list[Chunk], layout: StoreLayout, settings: EmbeddingSettings,
     work = batches(chunks, todo, by_rev, max(1, settings.batch_size) * 4)
     computed: dict[str, np.ndarray] = {}
     with StageProgress("embed", sum(b.size for b in work), "chunk") as progress:
-        futures = {embed_batch_task.submit(b, layout, settings, space_id, segmenter_id, crash): b
+        futures = {embed_batch_task.submit(b, layout, settings, space_id, segmenter_id): b
                    for b in work}
         for future in as_completed(list(futures)):
             batch, out = futures[future], future.result()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict
 
 from schemas.embedding import EmbeddingSpace
 from schemas.generation import Parsed, TombstoneList
@@ -243,15 +244,29 @@ def serving_base(layout: StoreLayout, embedding: EmbeddingSettings) -> Base:
                 tombstones=read_tombstones(layout))
 
 
-def stage(base: Base, revisions: list[Revision], parsed: Parsed, chunks: list[Chunk],
-          vectors: np.ndarray, space: EmbeddingSpace, layout: StoreLayout) -> StagedGeneration:
+class StagingInput(BaseModel):
+    """The stage step's input: what the run parsed, chunked and embedded, and the base it goes on."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    base: Base
+    revisions: list[Revision]  # the run's revisions to process (those parsed replace theirs)
+    parsed: Parsed
+    chunks: list[Chunk]
+    vectors: np.ndarray  # row-aligned with chunks
+    space: EmbeddingSpace
+    layout: StoreLayout
+
+
+def stage(job: StagingInput) -> StagedGeneration:
     """The next generation's tables under its new id: the parsed revisions replace theirs."""
-    processed = [r for r in revisions if r.revision_id in parsed.documents]
+    base, parsed, layout = job.base, job.parsed, job.layout
+    processed = [r for r in job.revisions if r.revision_id in parsed.documents]
     generation = next_generation_id(layout, [*tagged_generations(layout), *lineage_generations(layout)])
     pages, elements = pages_and_elements([parsed.documents[r.revision_id] for r in processed])
     staged = merge_generation(base.tables, processed, pages, elements,
-                              chunks_table(chunks, {r.revision_id: r for r in processed}),
-                              vectors, generation, space)
+                              chunks_table(job.chunks, {r.revision_id: r for r in processed}),
+                              job.vectors, generation, job.space)
     staged = without_tombstoned(staged, read_tombstones(layout).doc_ids)
     staged.generation = generation
     return staged

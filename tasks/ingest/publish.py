@@ -10,13 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from pydantic import BaseModel, ConfigDict
+
 from schemas.generation import (Counts, GenerationManifest, IngestResult, Parsed, Quarantined,
                                 ReconcileReport, RunCounts, ValidationReport)
 from schemas.indexes import IndexContract, IndexSettings
 from schemas.retrieval import RetrievalSettings
 from schemas.settings import EmbeddingSettings
 from tasks.compiled_encoder import ensure_compiled
-from tasks.ingest.changes import RunPlan
+from tasks.ingest.changes import ChangeSet
 from tasks.ingest.chunk import ChunkSpec
 from tasks.ingest.crash_points import crash_point
 from tasks.ingest.merge import Base, StagedGeneration
@@ -91,29 +93,45 @@ class Publication:
     index: IndexSettings = field(default_factory=IndexSettings)  # the indexes built before the switch
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)  # BM25 parameters of the lexical index
     limits: dict = field(default_factory=dict)  # inspection and sandbox limits, recorded in the manifest
-    crash_point: str | None = None  # settings.test_crash_point
     # the embedding settings, for the query encoder compiled before the switch (None: not compiled)
     embedding: EmbeddingSettings | None = None
 
 
-def count_run(plan: RunPlan, parsed: Parsed, runner: str, workers: int,
+def count_run(changes: ChangeSet, parsed: Parsed, runner: str, workers: int,
                stage_seconds: dict[str, float]) -> RunCounts:
     """What this run did: sources added, changed, unchanged, refused, and how it ran."""
     refused = {q.digest for q in parsed.quarantined if q.digest}
-    return RunCounts(added=sum(r.digest not in refused for r in plan.added),
-                     changed=sum(r.digest not in refused for r in plan.changed),
-                     unchanged=len(plan.unchanged), quarantined=len(parsed.quarantined),
+    return RunCounts(added=sum(r.digest not in refused for r in changes.added),
+                     changed=sum(r.digest not in refused for r in changes.changed),
+                     unchanged=len(changes.unchanged), quarantined=len(parsed.quarantined),
                      runner=runner, workers=workers, ocr_pages=parsed.ocr_pages,
                      stage_seconds=dict(stage_seconds))
 
 
-def publish(staged: StagedGeneration, report: ReconcileReport, validation: ValidationReport,
-            run: RunCounts, quarantined: list[Quarantined], spec: ChunkSpec, base: Base,
-            layout: StoreLayout, publication: Publication) -> IngestResult:
+class PublishInput(BaseModel):
+    """The publish step's input: the staged generation, what checked it, how the run went, and
+    how it is to be published."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    staged: StagedGeneration
+    report: ReconcileReport
+    validation: ValidationReport
+    run: RunCounts
+    quarantined: list[Quarantined]
+    spec: ChunkSpec
+    base: Base
+    layout: StoreLayout
+    publication: Publication
+
+
+def publish(job: PublishInput) -> IngestResult:
     """Write the generation, show it in the UI, and switch to it when it is to serve at once."""
-    manifest = write_generation(layout, staged.generation, base.serving, staged, report, validation, run,
-                                quarantined, spec.segmenter,
-                                {"target_tokens": publication.target_tokens, "content_limit": spec.content_limit},
+    staged, report, run, quarantined = job.staged, job.report, job.run, job.quarantined
+    layout, publication = job.layout, job.publication
+    manifest = write_generation(layout, staged.generation, job.base.serving, staged, report, job.validation, run,
+                                quarantined, job.spec.segmenter,
+                                {"target_tokens": publication.target_tokens, "content_limit": job.spec.content_limit},
                                 publication.embedding_model, publication.index, publication.retrieval,
                                 publication.limits)
     publish_artifacts(staged.generation, report, run, quarantined)
@@ -121,7 +139,7 @@ def publish(staged: StagedGeneration, report: ReconcileReport, validation: Valid
         ensure_compiled(layout.encoders, publication.embedding, staged.space)
     if publication.promote:
         switch_to(layout, manifest, publication.actor, publication.reason,
-                  before_switch=lambda: crash_point(publication.crash_point, layout, "switch"))
+                  before_switch=lambda: crash_point(layout, "switch"))
     return IngestResult(generation=staged.generation, serving=publication.promote, counts=report.counts,
                         run=run, quarantined=quarantined, manifest=str(layout.manifest_path(staged.generation)),
                         published=True)

@@ -49,7 +49,7 @@ def freshness(arrival: tuple[str | None, datetime | None], decision: Decision,
                      seconds=seconds)
 
 
-def build_record(layout: StoreLayout, generation: str, decision: Decision, before: RoutingRecord,
+def build_release_record(layout: StoreLayout, generation: str, decision: Decision, before: RoutingRecord,
                  after: RoutingRecord, arrival: tuple[str | None, datetime | None],
                  shadow: ShadowReport | None = None, shadow_note: str | None = None,
                  refused: list[str] | None = None) -> ReleaseRecord:
@@ -88,7 +88,7 @@ def shadow_markdown(shadow: ShadowReport | None, note: str | None = None) -> lis
     return lines
 
 
-def record_markdown(r: ReleaseRecord, path: str | None = None) -> str:
+def release_record_markdown(r: ReleaseRecord, path: str | None = None) -> str:
     """The record as every UI user reads it: what the files hold, without the source names (the
     newest source is not named: its name is a document id, see tasks/ops/disclosure.py)."""
     d, f = r.decision, r.freshness

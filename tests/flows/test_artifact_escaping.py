@@ -23,8 +23,8 @@ from schemas.retrieval import Principal
 from tasks.ingest.publish import summary_markdown as generation_summary
 from tasks.ops.diff import GenerationDiff
 from tasks.ops.disclosure import disclosure_of
-from tasks.ops.gate import GateReport, gate_markdown
-from tasks.ops.release_record import record_markdown
+from tasks.ops.gate_decision import GateReport, gate_markdown
+from tasks.ops.release_record import release_record_markdown
 from tests.markdown_inert import assert_inert
 
 EVIL_ID = "x`|y` [x](javascript:alert(1)) <img src=x onerror=alert(1)>\n| \x1b[2J"
@@ -85,7 +85,7 @@ def record() -> ReleaseRecord:
 
 def test_release_records_and_the_gate_form_stay_text_and_name_no_quarantined_input():
     r = record()
-    for md in (record_markdown(r, "/home/releases/`g0002`.yaml"),
+    for md in (release_record_markdown(r, "/home/releases/`g0002`.yaml"),
                gate_markdown(GateReport(generation="g0002", serving="g0001", counts=r.counts, diff=r.diff,
                                         quarantined=r.quarantined, validation=r.validation, shadow=r.shadow),
                              refusal="not 'x`|y' [x](javascript:alert(1))")):

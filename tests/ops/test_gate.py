@@ -13,8 +13,8 @@ from schemas.release import GateDecision
 from schemas.retrieval import AccessDenied
 from tasks.access.principals import token_digest
 from tasks.ops.canary import CanaryRefused
-from tasks.ops.gate import DecisionRefused, apply_decision, gate_markdown, gate_report, record_timeout
-from tasks.ops.release_record import build_record, newest_arrival, record_markdown
+from tasks.ops.gate_decision import DecisionRefused, apply_decision, gate_markdown, gate_report, record_timeout
+from tasks.ops.release_record import build_release_record, newest_arrival, release_record_markdown
 from tasks.ops.switching import GenerationUnavailable
 from tasks.store.lance_store import tagged_generations
 from tasks.store.layout import StoreLayout
@@ -89,7 +89,7 @@ def test_approval_promotes_and_the_record_says_who_when_why(settings):
     assert after.serving == "g0002" and after.history[-1].action == "promote"
     assert after.history[-1].actor == "ana" and after.history[-1].flow_run_id == "run-1"
     assert (decision.actor, decision.authenticated, decision.action) == ("ana", False, "approve")
-    record = build_record(layout, "g0002", decision, before, after, arrival,
+    record = build_release_record(layout, "g0002", decision, before, after, arrival,
                           gate_report(settings, read_manifest(layout, "g0002")).shadow)
     path = write_release_record(layout, record)
     stored = yaml.safe_load(path.read_text("utf-8"))
@@ -100,7 +100,7 @@ def test_approval_promotes_and_the_record_says_who_when_why(settings):
     f = record.freshness
     assert f.newest_source.endswith("b.jsonl#L1") and f.answerable_at == decision.at
     assert 0 < f.seconds == pytest.approx((f.answerable_at - f.newest_arrival_at).total_seconds())
-    assert "approve** by ana (not authenticated)" in record_markdown(record, str(path))
+    assert "approve** by ana (not authenticated)" in release_record_markdown(record, str(path))
 
 
 def test_rejection_retires_the_candidate_and_serving_is_untouched(settings):
@@ -169,9 +169,9 @@ def test_a_timeout_leaves_the_candidate_staged_and_says_so(settings):
     event = after.history[-1]
     assert event.action == "gate-timeout" and "stays staged" in event.reason and event.to_generation == "g0002"
     assert decision.action == "timeout"
-    record = build_record(layout, "g0002", decision, after, after, newest_arrival(layout, "g0002"))
+    record = build_release_record(layout, "g0002", decision, after, after, newest_arrival(layout, "g0002"))
     assert record.freshness.answerable_at is None and record.freshness.seconds is None
-    assert "not answerable after this decision" in record_markdown(record)
+    assert "not answerable after this decision" in release_record_markdown(record)
 
 
 def test_approve_and_canary_of_a_candidate_whose_base_no_longer_serves_are_refused_with_words(stale):
@@ -191,10 +191,10 @@ def test_a_rebase_retires_the_stale_candidate_and_the_record_says_what_was_publi
     event = after.history[-1]
     assert (event.action, event.to_generation) == ("rebase", "g0002")
     assert "g0003 was published since g0002" in event.reason and "rebuilt on g0003" in event.reason
-    record = build_record(layout, "g0002", decision, before, after, newest_arrival(layout, "g0002"),
+    record = build_release_record(layout, "g0002", decision, before, after, newest_arrival(layout, "g0002"),
                           refused=["approve: g0003 was published since …"])
     assert record.published_since == ["g0003"] and record.decision.action == "rebase"
-    text = record_markdown(record)
+    text = release_record_markdown(record)
     assert "published since g0002 was built on g0001: g0003" in text and "refused before: approve" in text
 
 

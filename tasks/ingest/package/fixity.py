@@ -51,7 +51,7 @@ def algorithm(name: str | None) -> str | None:
     return ALGORITHMS.get((name or "").strip().lower())
 
 
-def manifest_algorithm(filename: str) -> str | None:
+def checksum_manifest_algorithm(filename: str) -> str | None:
     """The algorithm of a checksum manifest file, by its name; None when it is not one."""
     base = posixpath.basename(filename)
     if m := BAGIT_MANIFEST.match(base):
@@ -61,7 +61,7 @@ def manifest_algorithm(filename: str) -> str | None:
     return None
 
 
-def read_manifest(text: str, manifest_path: str, default_algorithm: str) -> list[Expected]:
+def read_checksum_manifest(text: str, manifest_path: str, default_algorithm: str) -> list[Expected]:
     """Lines "<digest> <path>" (BagIt, sha256sum output); paths relative to the manifest's folder."""
     out = []
     folder = posixpath.dirname(manifest_path)

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from schemas.package import AltoBlock, ArticlePage, ArticleRecord, IssuePage
 from tasks.ingest.package.alto_stream import AltoError, AltoPage, read_alto_page
-from tasks.ingest.package.fixity import (Expected, FixityError, algorithm, manifest_algorithm, read_manifest,
-                                         verify)
+from tasks.ingest.package.fixity import (Expected, FixityError, algorithm, checksum_manifest_algorithm,
+                                         read_checksum_manifest, verify)
 from tasks.ingest.package.mets import LogicalArticle, MetsDoc, MetsError, MetsFile, looks_like_mets, read_mets
 
 GALLICA_NAAN = "12148"  # BnF's ARKs: its IIIF Image API serves every page of a digitised issue
@@ -113,7 +113,7 @@ def find_packages(rels: list[str], head: Callable[[str], bytes],
         for rel in rels:  # checksum manifests at or above the package's folder, and renamed twins
             folder = posixpath.dirname(rel)
             above = (root_dir + "/").startswith((folder + "/") if folder else "")
-            if above and (manifest_algorithm(rel) or posixpath.basename(rel).lower() in BAG_TAG_FILES):
+            if above and (checksum_manifest_algorithm(rel) or posixpath.basename(rel).lower() in BAG_TAG_FILES):
                 files.add(rel)
         for rel in rels:  # a IIIF manifest fetched with the package (harvesting): its metadata, not a text
             if posixpath.dirname(rel) == root_dir and rel.lower().endswith(".json"):
@@ -157,8 +157,8 @@ def _expected(pkg: FoundPackage, alto_pages: dict[str, int], rels: list[str], re
             kind = "METS" if f.path in pkg.mets_paths else f.use.split("/")[-1] or "file"
             what = f"ALTO p.{page}" if page else kind
             out.append(Expected(path=f.path, algorithm=alg, digest=f.checksum, what=what, source=doc.path))
-    for rel in sorted(r for r in pkg.files if manifest_algorithm(r)):
-        for exp in read_manifest(read(rel).decode("utf-8", "replace"), rel, manifest_algorithm(rel) or "sha256"):
+    for rel in sorted(r for r in pkg.files if checksum_manifest_algorithm(r)):
+        for exp in read_checksum_manifest(read(rel).decode("utf-8", "replace"), rel, checksum_manifest_algorithm(rel) or "sha256"):
             if root_dir and not exp.path.startswith(root_dir + "/"):
                 continue  # a manifest above several packages: each checks its own files
             page = alto_pages.get(exp.path) or alto_pages.get(exp.path.removesuffix(".gz"))

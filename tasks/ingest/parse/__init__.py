@@ -26,7 +26,7 @@ from tasks.ingest.parse.image import parse_image
 from tasks.ingest.parse.ocr import OCR_STOPPED
 from tasks.ingest.parse.pdf import parse_pdf
 from tasks.ingest.parse.plaintext import parse_plaintext
-from tasks.ingest.parse.record import parse_record
+from tasks.ingest.parse.export_record import parse_record
 
 Parser = Callable[[bytes, Revision, ParseSettings], ParsedDocument]
 PagedParser = Callable[[bytes, Revision, ParseSettings, Sequence[int] | None], ParsedDocument]

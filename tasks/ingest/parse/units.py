@@ -24,7 +24,7 @@ from prefect.futures import as_completed
 from schemas.generation import Parsed, Quarantined
 from schemas.lineage import ParsedDocument, Revision
 from schemas.settings import ParseSettings
-from tasks.ingest.changes import RunPlan
+from tasks.ingest.changes import ChangeSet
 from tasks.ingest.crash_points import crash_point
 from tasks.ingest.parse import is_paged, parse_key, refusal_key, textless_is_lasting, textless_reason
 from tasks.ingest.parse.errors import ParseRefused
@@ -78,7 +78,6 @@ class FanOut:
 
     workers: int = 1
     pages_per_task: float = 1.0
-    crash_point: str | None = None  # settings.test_crash_point
 
 
 # ---- planning (pure) ----------------------------------------------------------------------
@@ -156,13 +155,12 @@ def parse_piece(piece: ParsePiece, layout: StoreLayout, settings: ParseSettings,
                        ocr_pages=fresh_ocr)
 
 
-def parse_unit(unit: list[ParsePiece], layout: StoreLayout, settings: ParseSettings,
-               crash: str | None = None) -> list[PieceResult]:
+def parse_unit(unit: list[ParsePiece], layout: StoreLayout, settings: ParseSettings) -> list[PieceResult]:
     key = parse_key(settings.ocr)
     results = []
     for piece in unit:
         results.append(parse_piece(piece, layout, settings, key))
-        crash_point(crash, layout, "parse")  # test hook: a worker killed in the middle of a unit
+        crash_point(layout, "parse")  # test hook: a worker killed in the middle of a unit
     return results
 
 
@@ -171,7 +169,7 @@ parse_unit_task = as_task(parse_unit, "parse", reads_storage=True)
 
 # ---- the stage (runs in the flow) ---------------------------------------------------------
 
-def parse(work: RunPlan, layout: StoreLayout, settings: ParseSettings, fan_out: FanOut) -> Parsed:
+def parse(work: ChangeSet, layout: StoreLayout, settings: ParseSettings, fan_out: FanOut) -> Parsed:
     """Documents of the run's revisions (from the cache, or parsed on the flow's task runner);
     bytes refused before under the same parsers and limits are refused again without parsing."""
     revisions, page_counts = work.to_process, work.pages
@@ -193,8 +191,7 @@ def parse(work: RunPlan, layout: StoreLayout, settings: ParseSettings, fan_out: 
             todo.append(rev)
     pieces = [p for rev in todo for p in pieces_of(rev, page_counts.get(rev.revision_id, 1))]
     units = pack(pieces, fan_out.pages_per_task, fan_out.workers)
-    results = run_units(units, layout, settings, fan_out.crash_point,
-                        StageProgress("parse", len(pieces), "page"))
+    results = run_units(units, layout, settings, StageProgress("parse", len(pieces), "page"))
     ocr_pages = 0
     for rev in todo:
         mine = [r for r in results if r.piece.revision.revision_id == rev.revision_id]
@@ -222,12 +219,12 @@ def parse(work: RunPlan, layout: StoreLayout, settings: ParseSettings, fan_out: 
 
 
 def run_units(units: list[list[ParsePiece]], layout: StoreLayout, settings: ParseSettings,
-              crash: str | None, progress: StageProgress) -> list[PieceResult]:
+              progress: StageProgress) -> list[PieceResult]:
     """Submit every unit, gather the results as they come; a unit whose worker kept dying is
     split into its pieces and run again, and a piece that still kills its worker is refused."""
     results: list[PieceResult] = []
     with progress:
-        pending = {parse_unit_task.submit(unit, layout, settings, crash): unit for unit in units}
+        pending = {parse_unit_task.submit(unit, layout, settings): unit for unit in units}
         while pending:
             again = {}
             for future in as_completed(list(pending)):
@@ -240,7 +237,7 @@ def run_units(units: list[list[ParsePiece]], layout: StoreLayout, settings: Pars
                     mark_crashed(future, exc)
                     if len(unit) > 1:
                         log.warning("a worker died on a unit of %d pieces; each runs alone now", len(unit))
-                        again.update({parse_unit_task.submit([p], layout, settings, crash): [p] for p in unit})
+                        again.update({parse_unit_task.submit([p], layout, settings): [p] for p in unit})
                         continue
                     done = [crashed(unit[0], exc)]
                 results.extend(done)

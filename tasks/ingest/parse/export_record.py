@@ -1,4 +1,4 @@
-"""Records of a JSONL export: the text as given, one page, no boxes."""
+"""Records of a JSONL export (one document each): the text as given, one page, no boxes."""
 from __future__ import annotations
 
 import json
