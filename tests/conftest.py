@@ -128,11 +128,22 @@ XDIST_GROUPS = {"served": {"prefect_server", "served_home", "serving", "ask_run"
                 "shared-corpus": {"shared_corpus_home"}}
 
 
+SHARED_FIXTURE_MODULES = {"tests.conftest", "tests.flows.conftest"}
+
+
+def shared_fixtures_used(item) -> set[str]:
+    """The fixtures (with those they use) that `item` takes from the shared conftests: a module
+    fixture of the same name (tests/flows/test_ask.py has its own `served_home`) starts no stack."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return {name for name, chain in defs.items()
+            if chain and getattr(chain[-1].func, "__module__", None) in SHARED_FIXTURE_MODULES}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     grouping = WORKER and getattr(config.option, "loadgroup", False)
     for item in items:
-        used = set(getattr(item, "fixturenames", ()))
+        used = shared_fixtures_used(item)
         group = next((g for g, fixtures in XDIST_GROUPS.items() if fixtures & used), item.module.__name__)
         item.add_marker(pytest.mark.xdist_group(group))
         if grouping and hasattr(item, "_id"):

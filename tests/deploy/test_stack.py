@@ -83,7 +83,7 @@ def ingest_run(running_stack):
     assert registered.returncode == 0, registered.stderr[-3000:]
     assert "registered to work pool mabillon" in registered.stdout
     with temporary_settings({PREFECT_API_URL: info["api_url"]}):
-        run = run_deployment("scheduled-ingest/scheduled-ingest", timeout=900)
+        run = run_deployment("scheduled-ingest/scheduled-ingest", timeout=900, poll_interval=1)
     return run, registered
 
 

@@ -72,7 +72,10 @@ def served_bucket(s3_endpoint) -> S3Bucket:
 def served_env(prefect_server, bucket: S3Bucket) -> dict[str, str]:
     return {**os.environ, **bucket.env, **prefect_server.client_env(),
             "MABILLON_WAREHOUSE_DIR": bucket.uri("warehouse"),
-            "MABILLON_GATE__QUESTIONS": str(GATE_QUESTIONS), "MABILLON_GATE__POLL_S": "1"}
+            "MABILLON_GATE__QUESTIONS": str(GATE_QUESTIONS), "MABILLON_GATE__POLL_S": "1",
+            # the runner of `mabillon serve` asks for scheduled runs every 10 s by default: each
+            # run a test triggers would wait up to that long before it starts
+            "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
 
 
 def api(prefect_server) -> httpx.Client:
@@ -162,7 +165,8 @@ def run_through_api(prefect_server, name: str, parameters: dict | None = None):
 
     with temporary_settings({PREFECT_API_URL: prefect_server.api_url,
                              PREFECT_API_AUTH_STRING: prefect_server.auth_string}):
-        return run_deployment(name, parameters=parameters or {}, timeout=300)
+        # polled every second (not every 5 s): the tests wait for a run, each poll is one request
+        return run_deployment(name, parameters=parameters or {}, timeout=300, poll_interval=1)
 
 
 @pytest.fixture(scope="session")

@@ -133,10 +133,21 @@ def test_compose_worker_keeps_lancedb_and_the_source_store_in_minio(tmp_path: Pa
 
 @pytest.mark.slow
 def test_every_deployment_is_registered_with_its_form_description_and_limits(prefect_server, serving,
+                                                                             served_home, served_bucket,
                                                                              drop_folder):
-    with api(prefect_server) as client:
-        rows = client.post("/deployments/filter", json={}).json()
-    by_name = {d["name"]: d for d in rows}
+    # the generations the form offers are the home's, newest first, as they are now: other tests
+    # publish into the served home too, and the forms follow within a refresh (3 s)
+    deadline = time.monotonic() + 60
+    while True:
+        offered = servable_generations(served_home, served_bucket)
+        with api(prefect_server) as client:
+            rows = client.post("/deployments/filter", json={}).json()
+        by_name = {d["name"]: d for d in rows}
+        enum = by_name["ask"]["parameter_openapi_schema"]["definitions"]["AskParams"]["properties"][
+            "generation"]["enum"]
+        if enum == ["serving", *offered] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert SERVED <= set(by_name)
     for row in by_name.values():
         assert "settings" not in row["parameter_openapi_schema"]["properties"]
@@ -147,7 +158,9 @@ def test_every_deployment_is_registered_with_its_form_description_and_limits(pre
     assert list(ask_params["properties"])[0] == "question" and "question" in ask_params["required"]
     assert "principal" not in ask_params["properties"]  # never a typed name in a form
     assert ask_params["properties"]["access_token"]["format"] == "password"
-    assert ask_params["properties"]["generation"]["enum"] == ["serving", "g0002", "g0001"]
+    # the two the served home published first are there whatever was published since
+    assert enum == ["serving", *offered] and {"g0002", "g0001"} <= set(offered), (enum, offered)
+    assert offered == sorted(offered, reverse=True)
     ingest = by_name["scheduled-ingest"]
     assert [s["schedule"]["cron"] for s in ingest["schedules"]] == [INGEST_CRON]
     assert ingest["parameters"]["params"]["drop_folder"] == str(drop_folder)
@@ -193,44 +206,64 @@ def serving_generation(home: Path) -> str | None:
     return read_routing(StoreLayout.from_settings(MabillonSettings(home=home))).serving
 
 
-def routing_history(home: Path):
+def routing_of(home: Path):
     from schemas.settings import MabillonSettings
     from tasks.store.layout import StoreLayout
     from tasks.store.routing import read_routing
 
-    return read_routing(StoreLayout.from_settings(MabillonSettings(home=home))).history
+    return read_routing(StoreLayout.from_settings(MabillonSettings(home=home)))
+
+
+def servable_generations(home: Path, bucket) -> list[str]:
+    """The home's generations whose data is kept (in its warehouse, on `bucket`), newest first:
+    what a form may offer."""
+    from schemas.settings import MabillonSettings
+    from tasks.ops.generations import generation_statuses
+    from tasks.store.layout import StoreLayout
+
+    settings = MabillonSettings(home=home, warehouse_dir=bucket.uri("warehouse"), storage=bucket.storage)
+    statuses = generation_statuses(StoreLayout.from_settings(settings))
+    return [s.generation for s in reversed(statuses) if s.data_kept]
+
+
+def all_generations(home: Path) -> list[str]:
+    return sorted((p.stem for p in (home / "manifests" / "generations").glob("g*.yaml")), reverse=True)
 
 
 @pytest.fixture(scope="module")
-def scheduled_ingest_run(prefect_server, serving, drop_folder):
-    """A new export lands in the drop folder; the scheduled-ingest deployment is run on demand."""
+def scheduled_ingest_run(prefect_server, serving, served_home, drop_folder):
+    """A new export lands in the drop folder; the scheduled-ingest deployment is run on demand.
+    Yields the run with the home's generations and what served just before it and just after."""
     (drop_folder / "week-10.jsonl").write_text(json.dumps(NEW_RECORD, ensure_ascii=False) + "\n",
                                                "utf-8")
     landed = time.time() - 60  # finished writing a minute ago: past the drop folder's settle time
     os.utime(drop_folder / "week-10.jsonl", (landed, landed))
-    return run_through_api(prefect_server, "scheduled-ingest/scheduled-ingest")
+    before = all_generations(served_home), serving_generation(served_home)
+    run = run_through_api(prefect_server, "scheduled-ingest/scheduled-ingest")
+    return run, before, serving_generation(served_home)
 
 
 @pytest.mark.slow
 def test_scheduled_ingest_run_publishes_what_lands_in_the_drop_folder(prefect_server, served_home,
                                                                       scheduled_ingest_run):
-    run = scheduled_ingest_run
+    run, (generations, serving_before), serving_after = scheduled_ingest_run
     assert run.state.type == StateType.COMPLETED, run.state.message
+    new = f"g{int(generations[0][1:]) + 1:04d}"  # the next number after every generation so far
     artifacts = artifacts_of(prefect_server, run.id)
     summary = artifacts["scheduled-ingest"]["data"]
-    assert "generation `g0003`: published and serving" in summary
+    assert f"generation `{new}`: published and serving" in summary
     assert "added 1, changed 0, unchanged 0" in summary
-    assert serving_generation(served_home) == "g0003"
+    assert serving_after == new
     # every release shows the generations and what changed
-    table = json.loads(artifacts["generations"]["data"])
-    assert [r["generation"] for r in table] == ["g0003", "g0002", "g0001"]
-    assert [r["status"] for r in table][:2] == ["serving", "retired (kept: can be promoted again)"]
-    assert "g0002 → g0003" in artifacts["last-diff"]["data"] and f"  + {NEW_RECORD['doc_id']}" in artifacts["last-diff"]["data"]
+    table = {r["generation"]: r["status"] for r in json.loads(artifacts["generations"]["data"])}
+    assert list(table) == [new, *generations]
+    assert table[new] == "serving" and table[serving_before] == "retired (kept: can be promoted again)"
+    diff = artifacts["last-diff"]["data"]
+    assert f"{serving_before} → {new}" in diff and f"  + {NEW_RECORD['doc_id']}" in diff
 
 
 @pytest.mark.slow
-def test_operator_deployments_refuse_a_run_without_an_operator_token(prefect_server, served_home,
-                                                                     scheduled_ingest_run):
+def test_operator_deployments_refuse_a_run_without_an_operator_token(prefect_server, served_home, serving):
     before = serving_generation(served_home)
     # the form requires the token: without one the API does not even create the run
     with pytest.raises(Exception, match="operator_token"):
@@ -247,18 +280,24 @@ def test_operator_deployments_refuse_a_run_without_an_operator_token(prefect_ser
 
 
 @pytest.mark.slow
-def test_rollback_deployment_records_the_operator_and_shows_what_serves(prefect_server, served_home,
-                                                                       scheduled_ingest_run):
-    assert serving_generation(served_home) == "g0003"
+def test_rollback_deployment_records_the_operator_and_shows_what_serves(prefect_server, served_home, serving):
+    from tasks.ops.switching import previously_serving
+
+    # whatever serves goes back to what served before it (the served home published two at least)
+    routing = routing_of(served_home)
+    before, target = routing.serving, previously_serving(routing)
+    assert target not in (None, before), routing
     run = run_through_api(prefect_server, "rollback/rollback", {"params": {
         "reason": "bad export", "operator": "Marie Curie", "operator_token": OPERATOR_TOKEN}})
     assert run.state.type == StateType.COMPLETED, run.state.message
     assert run.name == "rollback by Marie Curie"
-    assert serving_generation(served_home) == "g0002"
-    assert routing_history(served_home)[-1].actor == "Marie Curie [ops]"
+    assert serving_generation(served_home) == target
+    event = routing_of(served_home).history[-1]
+    assert (event.actor, event.from_generation, event.to_generation) == ("Marie Curie [ops]", before, target)
     artifacts = artifacts_of(prefect_server, run.id)
-    assert "Serving: g0002" in artifacts["routing"]["data"]
-    assert json.loads(artifacts["generations"]["data"])[1]["status"].startswith("serving")
+    assert f"Serving: {target}" in artifacts["routing"]["data"]
+    table = {r["generation"]: r["status"] for r in json.loads(artifacts["generations"]["data"])}
+    assert table[target].startswith("serving") and not table[before].startswith("serving")
     # the token is not kept in the run's stored parameters
     with api(prefect_server) as client:
         stored = client.get(f"/flow_runs/{run.id}").json()["parameters"]["params"]

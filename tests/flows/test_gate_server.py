@@ -94,19 +94,46 @@ def record(doc_id: str, text: str) -> dict:
     return {"doc_id": doc_id, "corpus": "le_temps", "date": "1887-03-06", "text": text}
 
 
+def candidate_of(server, run) -> str:
+    return the_form(server, run)[1]["properties"]["generation"]["default"]
+
+
 @pytest.fixture(scope="module")
 def paused_release(prefect_server, serving, served_home, tmp_path_factory):
-    """One gated release, paused for its reviewer (the form tests read it, the approval test ends it)."""
-    before = serving_generation(served_home)
-    run = start_gated_release(prefect_server, [record(
-        "temps-1887-03-06", "Le Temps. La Chambre discutera jeudi des droits sur les blés; M. Méline "
-        "défendra le tarif devant les députés de la Brie.")], tmp_path_factory.mktemp("gate-approve"))
-    return before, paused(prefect_server, run.id)
+    """`paused_release()`: (what served when it was built, the run) of a gated release paused
+    for its reviewer, built on what serves now. The form tests read it, the approval test ends
+    it: in file order the three share one run; a new one is started only when the last is no
+    longer paused or something was published since it was built, so any order works. A run
+    still paused at the end is rejected: no run waits on after the module."""
+    runs = []
+
+    def current():
+        if runs:
+            before, run = runs[-1]
+            with client_for(prefect_server) as client:
+                state = client.read_flow_run(run.id).state
+            if state.is_paused() and serving_generation(served_home) == before:
+                return before, run
+        before = serving_generation(served_home)
+        started = start_gated_release(prefect_server, [record(
+            f"temps-1887-03-06-{len(runs) + 1}", "Le Temps. La Chambre discutera jeudi des droits sur les "
+            "blés; M. Méline défendra le tarif devant les députés de la Brie.")], tmp_path_factory.mktemp("gate"))
+        runs.append((before, paused(prefect_server, started.id)))
+        return runs[-1]
+
+    yield current
+    for _, run in runs:
+        with client_for(prefect_server) as client:
+            if not client.read_flow_run(run.id).state.is_paused():
+                continue
+        resume(prefect_server, run.id, {"generation": candidate_of(prefect_server, run), "decision": "reject",
+                                        "reason": "left paused by the form tests", "access_token": OPERATOR_TOKEN})
+        assert finished(prefect_server, run.id, timeout_s=300).state.type == StateType.COMPLETED
 
 
 def test_a_gated_release_pauses_with_the_shadow_report_in_its_form(prefect_server, served_home,
                                                                    paused_release):
-    before, run = paused_release
+    before, run = paused_release()
     description, schema = the_form(prefect_server, run)
     candidate = schema["properties"]["generation"]["default"]
     assert candidate != before and serving_generation(served_home) == before  # staged, not serving
@@ -128,7 +155,7 @@ def test_a_gated_release_pauses_with_the_shadow_report_in_its_form(prefect_serve
 def test_the_paused_run_shows_its_decision_form_in_the_ui(prefect_server, paused_release, tmp_path):
     from playwright.sync_api import expect
 
-    _, run = paused_release
+    _, run = paused_release()
     with headless_chromium(tmp_path / "profile", height=1100) as page:
         sign_in(page, prefect_server.ui_url)
         page.goto(f"{prefect_server.ui_url}/runs/flow-run/{run.id}")
@@ -147,9 +174,8 @@ def test_the_paused_run_shows_its_decision_form_in_the_ui(prefect_server, paused
 
 def test_an_approval_through_the_api_promotes_and_leaves_the_record(prefect_server, served_home,
                                                                     paused_release):
-    before, run = paused_release
-    _, schema = the_form(prefect_server, run)
-    candidate = schema["properties"]["generation"]["default"]
+    before, run = paused_release()
+    candidate = candidate_of(prefect_server, run)
     short = resume(prefect_server, run.id, {"generation": candidate, "decision": "approve", "reason": "ok"})
     assert short.status.value == "REJECT" and "too short" in str(short.details)  # the API checks the form
     assert serving_generation(served_home) == before
@@ -179,12 +205,12 @@ def test_an_approval_through_the_api_promotes_and_leaves_the_record(prefect_serv
             client.read_flow_run_input(run.id, keys["response"])
 
 
-def test_a_rejection_retires_the_candidate(prefect_server, served_home, tmp_path):
+def test_a_rejection_retires_the_candidate(prefect_server, serving, served_home, tmp_path):
     before = serving_generation(served_home)
     run = start_gated_release(prefect_server, [record(
         "temps-1887-03-07", "Le Temps. Les sucres du Nord reviennent devant la commission.")], tmp_path)
     run = paused(prefect_server, run.id)
-    candidate = the_form(prefect_server, run)[1]["properties"]["generation"]["default"]
+    candidate = candidate_of(prefect_server, run)
     wrong = resume(prefect_server, run.id, {"generation": before, "decision": "reject",
                                             "reason": "wrong run on purpose", "access_token": OPERATOR_TOKEN})
     assert wrong.status.value == "ACCEPT"  # the form is valid, the decision is not: asked again
@@ -201,13 +227,13 @@ def test_a_rejection_retires_the_candidate(prefect_server, served_home, tmp_path
     assert records_of(served_home, candidate)[-1]["decision"]["action"] == "reject"
 
 
-def test_nobody_deciding_in_time_leaves_it_staged_and_says_so(prefect_server, served_home, tmp_path):
+def test_nobody_deciding_in_time_leaves_it_staged_and_says_so(prefect_server, serving, served_home, tmp_path):
     before = serving_generation(served_home)
     run = start_gated_release(prefect_server, [record(
         "temps-1887-03-08", "Le Temps. Séance sans incident; la Chambre ajourne le budget.")], tmp_path,
         gate_timeout_s=15)
     run = paused(prefect_server, run.id)
-    candidate = the_form(prefect_server, run)[1]["properties"]["generation"]["default"]
+    candidate = candidate_of(prefect_server, run)
     final = finished(prefect_server, run.id)
     assert final.state.type == StateType.FAILED  # not silent: the run says it was never resumed
     # The server fails an expired pause on its own schedule (FailExpiredPauses), which can come

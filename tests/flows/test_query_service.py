@@ -29,6 +29,18 @@ def service(tmp_path_factory):
     svc.stop()
 
 
+@pytest.fixture
+def own_service(service, tmp_path):
+    """A service of its own on a copy of the module's home, for a test that changes the home
+    (a deletion, the principals) or counts the retrievers it opens."""
+    import shutil
+
+    settings = MabillonSettings(home=shutil.copytree(service.settings.home, tmp_path / "home"))
+    svc = QueryService(settings).start(warm=False)
+    yield svc
+    svc.stop()
+
+
 def ids(package: dict) -> list[str]:
     return [d["doc_id"] for d in package["documents"]]
 
@@ -39,7 +51,8 @@ def test_a_wrong_key_is_refused(service):
     assert refused.value.payload["kind"] == "access_denied"
 
 
-def test_the_open_retriever_is_reused_until_a_deletion(service):
+def test_the_open_retriever_is_reused_until_a_deletion(own_service):
+    service = own_service
     first = ask_service(service.url, service.key, {"question": QUESTION})
     assert "gaulois-1887-03-03" in ids(first)
     ask_service(service.url, service.key, {"question": "Que dit M. Méline des sucres ?"})
@@ -49,7 +62,8 @@ def test_the_open_retriever_is_reused_until_a_deletion(service):
     assert "gaulois-1887-03-03" not in ids(after)  # the next answer already honours it
 
 
-def test_a_principal_removed_from_the_policy_is_refused_at_once(service):
+def test_a_principal_removed_from_the_policy_is_refused_at_once(own_service):
+    service = own_service
     path = Path(service.settings.home) / "principals.json"
     path.write_text(json.dumps({"alice": {"tenant": "default", "groups": ["public"]}}), "utf-8")
     assert ids(ask_service(service.url, service.key, {"question": QUESTION, "principal": "alice"}))

@@ -3,11 +3,12 @@ deployment, find the question as the form's first field, submit, and read the ev
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.flows.conftest import AUTH_STRING, artifacts_of, headless_chromium
+from tests.flows.conftest import AUTH_STRING, api, artifacts_of, headless_chromium
 
 QUESTION = "Quand le débat sur les blés a-t-il été renvoyé à jeudi ?"
 
@@ -21,10 +22,32 @@ def sign_in(page, ui_url: str) -> None:
     page.get_by_role("link", name="ask", exact=True).first.wait_for(timeout=30_000)
 
 
+def ask_run_ids(prefect_server) -> set[str]:
+    with api(prefect_server) as client:
+        rows = client.post("/flow_runs/filter", json={"deployments": {"name": {"any_": ["ask"]}}}).json()
+    return {r["id"] for r in rows}
+
+
+def finished_with_evidence(prefect_server, earlier: set[str], timeout_s: float = 600) -> str:
+    """The id of the one `ask` run created since `earlier`, once it has completed and the API
+    lists its evidence artifact."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with api(prefect_server) as client:
+            rows = client.post("/flow_runs/filter", json={"deployments": {"name": {"any_": ["ask"]}}}).json()
+        new = [r for r in rows if r["id"] not in earlier]
+        assert len(new) <= 1, [r["name"] for r in new]
+        if new and new[0]["state_type"] == "COMPLETED" and "ask-evidence" in artifacts_of(prefect_server, new[0]["id"]):
+            return new[0]["id"]
+        assert not new or new[0]["state_type"] not in ("FAILED", "CRASHED", "CANCELLED"), new[0]["state"]
+        time.sleep(0.5)
+    raise TimeoutError(f"the run submitted in the UI did not complete within {timeout_s:.0f} s")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serving, tmp_path: Path):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
+    from playwright.sync_api import expect
 
     with headless_chromium(tmp_path / "profile") as page:
         sign_in(page, prefect_server.ui_url)
@@ -44,40 +67,21 @@ def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serv
         assert tops == sorted(tops), tops
         page.screenshot(path=str(tmp_path / "ask-form.png"), full_page=True)
         page.locator("textarea").first.fill(QUESTION)
+        earlier = ask_run_ids(prefect_server)
         page.get_by_role("button", name="Submit").click()
         page.wait_for_url(re.compile(r"tab=Runs"))
+        # the run the form created, followed through the API (not by reloading the page every
+        # few seconds) until it has completed with its evidence: then the UI shows it as it is
+        run_id = finished_with_evidence(prefect_server, earlier)
+        page.reload()
         # the run is renamed from the question once the runner starts it
-        run_link = page.get_by_role("link", name=re.compile(r"^ask: Quand le débat"))
-        for _ in range(60):
-            if run_link.count():
-                break
-            page.wait_for_timeout(5_000)
-            page.reload()
+        run_link = page.get_by_role("link", name=re.compile(r"^ask: Quand le débat")).and_(
+            page.locator(f'a[href*="{run_id}"]'))
         run_link.first.click()
-        page.wait_for_url(re.compile(r"/runs/flow-run/"))
-        for _ in range(60):  # the run goes Pending → Running → Completed
-            if page.get_by_text("Completed").count():
-                break
-            page.wait_for_timeout(5_000)
-            page.reload()
+        page.wait_for_url(re.compile(rf"/runs/flow-run/{run_id}"))
         expect(page.get_by_text("Completed").first).to_be_visible()
-        # "Completed" may first be a task run's state: the run's artifact is what the page needs,
-        # so wait (bounded) until the API lists it, then show the page as it is then
-        run_id = page.url.split("/runs/flow-run/")[1].split("?")[0].split("/")[0]
-        for _ in range(120):
-            if "ask-evidence" in artifacts_of(prefect_server, run_id):
-                break
-            page.wait_for_timeout(1_000)
-        # the tab lists what the UI fetched when it opened: on a loaded machine that can be
-        # before the artifact reached its list, so look again (bounded) rather than fail
-        for _ in range(10):
-            page.reload()
-            page.get_by_text("Artifacts", exact=True).click()
-            try:
-                page.get_by_text("ask-evidence").first.wait_for(timeout=10_000)
-                break
-            except PlaywrightTimeout:
-                continue
+        # the page was opened after the API listed the artifact: its tab lists it
+        page.get_by_text("Artifacts", exact=True).click()
         page.get_by_text("ask-evidence").first.click()
         page.wait_for_url(re.compile(r"/artifacts/artifact/"))
         # the passage itself, with the question's words marked, is on the page

@@ -1,7 +1,8 @@
 """The reading room in headless Debian chromium, served by `mabillon reading-room` itself:
 a question asked in its box lands on its evidence page, where the highlight covers the cited
 words of the scanned page and nothing else (checked with pixels); another tenant gets 404;
-a document deleted afterwards is shown withdrawn."""
+a document deleted afterwards is shown withdrawn (on a copy of the home, served by the same app
+in a thread of the test, so the deletion reaches no other test)."""
 from __future__ import annotations
 
 import io
@@ -303,12 +304,21 @@ def test_a_token_holder_following_an_evidence_link_is_offered_to_sign_in(served_
 @pytest.mark.timeout(900)
 def test_a_document_deleted_after_the_query_is_shown_withdrawn(served_room, browser, alice_query,
                                                                 tmp_path):
+    from tests.reading.served import served_room as room_in_thread
+
+    # a copy of the module's home (alice's answer in it), behind a room of its own: the deletion
+    # must not reach the other tests' evidence
+    home = copy_home(served_room[1], tmp_path / "home")
+    with room_in_thread(settings_of(home)) as url:
+        evidence_url = f"{url}/queries/{alice_query.rsplit('/', 1)[1]}"
+        see_the_deleted_document_withdrawn(browser, home, evidence_url, tmp_path)
+
+
+def see_the_deleted_document_withdrawn(browser, home: Path, evidence_url: str, tmp_path: Path) -> None:
     from flows.operate import DeleteParams, delete
 
-    url, home = served_room
     context = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=bearer("alice"))
     page = context.new_page()
-    evidence_url = alice_query
     assert page.goto(evidence_url).status == 200
     page.wait_for_load_state("networkidle")
     crop_url = page.locator("#doc-1 figure.page-image img").first.get_attribute("src")

@@ -46,7 +46,7 @@ def live_room(home):
 
 @pytest.fixture(scope="module")
 def export_home(sample_home, asked, tmp_path_factory):
-    """A copy of the sample home holding alice's answer, to delete from and change freely."""
+    """A copy of the sample home holding alice's answer (a test that changes it copies it again)."""
     return copy_home(sample_home, tmp_path_factory.mktemp("export") / "home")
 
 
@@ -101,10 +101,11 @@ def test_an_answer_exports_as_ris_bibtex_csl_json_and_csv_with_its_pins(export_h
         assert [e.key for e in one.entries] == [SCAN_DOC.replace("/", "-")]
 
 
-def test_an_export_is_refused_or_withdrawn_like_the_evidence(export_home, asked):
+def test_an_export_is_refused_or_withdrawn_like_the_evidence(export_home, asked, tmp_path):
     from tasks.store.tombstones import add_tombstones
 
     qid = asked[("alice", SCAN_QUESTION)]
+    export_home = copy_home(export_home, tmp_path / "home")  # its own: it changes the principals and deletes
     with live_room(export_home) as room:
         assert room.get(f"/export/ris/queries/{qid}", headers=bearer("bob")).status_code == 404  # not bob's
         assert room.get(f"/export/ris/documents/{TENANT_B_DOC}", headers=bearer("alice")).status_code == 404

@@ -57,6 +57,20 @@ def room(tmp_path_factory):
         yield client, settings
 
 
+@pytest.fixture
+def own_room(room, tmp_path):
+    """A copy of the module's home behind a room of its own, for a test that changes the home."""
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from flows.reading_room import create_app
+
+    settings = MabillonSettings(home=shutil.copytree(room[1].home, tmp_path / "home"))
+    with TestClient(create_app(settings, warm=False)) as client:
+        yield client, settings
+
+
 def status(client, who: str, doc_id: str, as_of: str | None = None) -> int:
     query = f"?as_of={as_of}" if as_of else ""
     return client.get(f"/documents/{doc_id}{query}", headers=token(who)).status_code
@@ -109,8 +123,8 @@ def test_an_embargoed_document_appears_when_its_embargo_ends(room, monkeypatch):
     assert status(client, "alice", EMBARGOED["doc_id"]) == 200
 
 
-def test_the_canary_group_reads_its_candidate_and_a_tombstone_hides_on_every_route(room):
-    client, settings = room
+def test_the_canary_group_reads_its_candidate_and_a_tombstone_hides_on_every_route(own_room):
+    client, settings = own_room
     assert status(client, "carol", CANDIDATE["doc_id"]) == 200
     assert status(client, "alice", CANDIDATE["doc_id"]) == 404
     assert "g0002" in client.get("/documents", headers=token("carol")).text
