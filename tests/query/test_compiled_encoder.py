@@ -165,7 +165,7 @@ def test_a_missing_graph_file_falls_back_to_the_reference(compiled_home, tmp_pat
 def test_a_failing_compile_never_fails_the_release(tmp_path, monkeypatch, caplog):
     from flows.release import release
 
-    def broken(embedder, folder):
+    def broken(embedder, folder, threads=None):
         folder.mkdir()
         (folder / ce.MODEL).write_bytes(b"half")
         raise OSError("disk full")
