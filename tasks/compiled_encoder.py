@@ -55,8 +55,9 @@ PROBES = (
 )
 
 
-def compile_query_encoder(embedder, folder: Location) -> CompiledEncoder | None:
-    """Export `embedder` (a SentenceTransformerEmbedder) to ONNX in `folder`, verified on the probes.
+def compile_query_encoder(embedder, folder: Location, threads: int | None = None) -> CompiledEncoder | None:
+    """Export `embedder` (a SentenceTransformerEmbedder) to ONNX in `folder`, verified on the probes
+    (onnxruntime at `threads` intra-op threads, the process's share as for its queries).
 
     Returns the record, or None when the export fails or the graph's vectors differ from the
     reference's (logged with the figures): nothing is written then, and queries keep the
@@ -97,7 +98,7 @@ def compile_query_encoder(embedder, folder: Location) -> CompiledEncoder | None:
             return None
         graph = path.read_bytes()
     tokenizer_json = tokenizer.backend_tokenizer.to_str()
-    compiled = OnnxQueryEncoder(embedder.space, graph, tokenizer_json)
+    compiled = OnnxQueryEncoder(embedder.space, graph, tokenizer_json, threads)
     texts = list(PROBES)
     reference = embedder.embed_queries(texts)
     batched = compiled.embed_queries(texts)
@@ -142,7 +143,7 @@ def ensure_compiled(encoders: Location, settings: EmbeddingSettings,
     if embedder.space != space:  # the configured weights are not this space's: nothing to compile from
         return None
     try:
-        return compile_query_encoder(embedder, folder)
+        return compile_query_encoder(embedder, folder, settings.threads)
     except Exception as exc:  # an optimisation: it never costs a release (queries keep the reference)
         log.warning("query encoder of %s not compiled (%s: %s); queries use %s", space.model_name,
                     type(exc).__name__, exc, space.engine)

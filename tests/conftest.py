@@ -24,6 +24,13 @@ for key, value in {"DASK_LOGGING__DISTRIBUTED": "warning", "HF_HUB_OFFLINE": "1"
                    # that are about it, and the shared-corpus home the query tests share, turn it on
                    "MABILLON_EMBEDDING__COMPILE_QUERY_ENCODER": "false"}.items():
     os.environ.setdefault(key, value)
+if WORKER:
+    # Workers share the cores: torch and onnxruntime at all cores in each spin against the other
+    # workers. Measured under contention (load 22-31 on 2 cores): 0.135 and 0.108 CPU-s a chunk
+    # at 2 torch threads against 0.089 and 0.075 at 1; 30-38 CPU-ms a compiled query against
+    # 15-18. Embedding the shared corpus's 3,763 chunks is most of its build.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ.setdefault("MABILLON_EMBEDDING__THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
 
 from schemas.settings import PROJECT_ROOT, MabillonSettings  # noqa: E402
 from tests.homes import home_templates  # noqa: E402,F401  (fixture)

@@ -10,6 +10,9 @@ import sys
 import numpy as np
 import pytest
 
+# imported here, not in a test: importing Prefect replaces the root logger's handlers, caplog's
+# among them, so a test that imported it first saw no warning when it ran first in its process
+from flows.release import release
 from schemas.embedding import CompiledEncoder, EmbeddingInputTooLong
 from schemas.settings import MabillonSettings, PROJECT_ROOT
 from tasks import compiled_encoder as ce
@@ -32,8 +35,6 @@ def compiling(home, **overrides) -> MabillonSettings:
 
 @pytest.fixture(scope="module")
 def compiled_home(tmp_path_factory):
-    from flows.release import release
-
     home = tmp_path_factory.mktemp("compiled-home")
     release([str(write_records(home / "export.jsonl", SAMPLE_RECORDS))], settings=compiling(home))
     return home
@@ -122,8 +123,6 @@ def test_a_graph_that_differs_from_the_reference_is_not_kept(compiled_home, tmp_
 
 
 def test_an_older_home_gets_its_encoder_on_the_next_unchanged_ingest(tmp_path):
-    from flows.release import release
-
     export = write_records(tmp_path / "export.jsonl", SAMPLE_RECORDS[:2])
     home = tmp_path / "home"
     plain = MabillonSettings(home=home)
@@ -163,9 +162,7 @@ def test_a_missing_graph_file_falls_back_to_the_reference(compiled_home, tmp_pat
 
 
 def test_a_failing_compile_never_fails_the_release(tmp_path, monkeypatch, caplog):
-    from flows.release import release
-
-    def broken(embedder, folder):
+    def broken(embedder, folder, threads=None):
         folder.mkdir()
         (folder / ce.MODEL).write_bytes(b"half")
         raise OSError("disk full")
