@@ -95,6 +95,7 @@ def main() -> int:
     if chunked is None:
         raise SystemExit("no parser returns ParsedDocuments to chunk")
     docs = outputs[chunked]
+    del outputs  # only the chunker's input stays: the others' pages would only grow the heap the GC scans
     chunk_document(docs[0], work[0][0].doc_id, spec, embedder.count_tokens)
     # wall seconds, and this process's CPU seconds: on a shared machine the CPU time is the
     # per-core cost of a page whatever else runs (wall = CPU on a quiet core)
