@@ -115,7 +115,8 @@ def warm_sandbox(callers: int) -> float:
 def warm_runner(runner: str, workers: int) -> Iterator[tuple[dict, float]]:
     """Settings overrides of a runner whose workers have their sandbox children started, and the
     seconds that took. `dask`: a LocalCluster the release joins by address (the same worker
-    processes the release would start)."""
+    processes the release would start, each readying the parse stack as it starts:
+    flows/dask_preload.py); `dask-bare`: the same without that preload (the runner before it)."""
     if runner == "local":
         yield {}, warm_sandbox(workers)
         return
@@ -123,8 +124,8 @@ def warm_runner(runner: str, workers: int) -> Iterator[tuple[dict, float]]:
 
     from flows.runner import local_cluster_options
 
-    with LocalCluster(**local_cluster_options(DaskSettings(workers=workers))) as cluster, \
-            Client(cluster) as client:
+    with LocalCluster(**local_cluster_options(DaskSettings(workers=workers), preload=runner != "dask-bare")) \
+            as cluster, Client(cluster) as client:
         client.wait_for_workers(workers)
         # as a task on each worker's own thread (client.run would block the worker's event loop)
         warm = max(client.gather([client.submit(warm_sandbox, 1, workers=[w], allow_other_workers=False,
@@ -136,7 +137,7 @@ def warm_runner(runner: str, workers: int) -> Iterator[tuple[dict, float]]:
 def ocr_path(folder: Path, root: Path, runner: str, workers: int, texts: list[str], per_doc: int) -> dict:
     home = Path(tempfile.mkdtemp(prefix=f"home-{runner}-{workers}-", dir=root))  # a configuration may repeat
     with warm_runner(runner, workers) as (overrides, warm_s):
-        settings = settings_of(home, runner, workers, **overrides)
+        settings = settings_of(home, "dask" if runner == "dask-bare" else runner, workers, **overrides)
         warm_release_s = None
         if WARM_RELEASE:  # a first release of other pages on the same workers, outside the figure
             start = time.perf_counter()
@@ -218,13 +219,18 @@ def embedding(chunks, space_id, segmenter_id, root: Path, runner: str, workers: 
 
 def table(r: dict) -> str:
     base = r["raw_tesseract_pages_s"]
-    lines = ["| path | workers | pages/s | vs raw tesseract | vs raw just before | mean CER | sandbox start (s, once per worker) |",
-             "|---|---:|---:|---:|---:|---:|---:|",
-             f"| raw `tesseract`, one page after another, 1 thread | 1 | {base:.2f} | 1.00 | | | |"]
+    lines = ["| path | workers | parse s | pages/s | vs raw tesseract | vs raw just before | mean CER | "
+             "sandbox start (s, once per worker) | load average after |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+             f"| raw `tesseract`, one page after another, 1 thread | 1 | {r['raw_tesseract_s']:.1f} | {base:.2f} "
+             "| 1.00 | | | | |"]
     for o in r["ocr"]:
-        lines.append(f"| OCR path, `{o['runner']}` runner | {o['workers']} | {o['pages_s']:.2f} | "
+        lines.append(f"| OCR path, `{o['runner']}` runner | {o['workers']} | {o['parse_s']:.1f} | {o['pages_s']:.2f} | "
                      f"{o['vs_raw']:.2f} | {o['vs_raw_just_before']:.2f} | {o['mean_cer']:.4f} | "
-                     f"{o['sandbox_start_s']:.1f} |")
+                     f"{o['sandbox_start_s']:.1f} | {o['load_average'][0]:.1f} |")
+    for key in sorted(k for k in r if k.endswith("_all")):
+        lines.append(f"\n{key.removesuffix('_all')}: median {r[key.removesuffix('_all')]:.2f} of "
+                     + ", ".join(f"{x:.2f}" for x in r[key]))
     if r.get("embedding"):
         lines += ["", "| embedding | worker processes | chunks/s | vs 1 worker |", "|---|---:|---:|---:|"]
         one = next((e["chunks_per_s"] for e in r["embedding"] if e["runner"] == "dask" and e["workers"] == 1), None)
@@ -275,9 +281,17 @@ def main() -> int:
             results["ocr"].append(o)
             print(f"{runner} {workers}: {o['pages_s']:.2f} pages/s ({o['vs_raw']:.2f}x raw)", file=sys.stderr)
         for n in (1, 2):  # the Dask runner against the local one, same worker count, same run
-            rate = {o["runner"]: o["pages_s"] for o in results["ocr"] if o["workers"] == n}
-            if {"local", "dask"} <= rate.keys():
-                results[f"dask_{n}_vs_local_{n}"] = rate["dask"] / rate["local"]
+            for dask in ("dask", "dask-bare"):
+                # each Dask run against the local run just before it, and the medians of those
+                ratios, last_local = [], None
+                for o in results["ocr"]:
+                    if o["workers"] == n and o["runner"] == "local":
+                        last_local = o["pages_s"]
+                    elif o["workers"] == n and o["runner"] == dask and last_local:
+                        ratios.append(o["pages_s"] / last_local)
+                if ratios:
+                    results[f"{dask}_{n}_vs_local_{n}"] = statistics.median(ratios)
+                    results[f"{dask}_{n}_vs_local_{n}_all"] = ratios
         if not args.skip_embed and CORPUS.exists():
             chunks, space_id, segmenter_id = corpus_chunks(args.embed_records)
             results["embedding"] = [embedding(chunks, space_id, segmenter_id, root, runner, workers)

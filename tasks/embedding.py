@@ -85,10 +85,14 @@ class SentenceTransformerEmbedder:
     def count_tokens(self, texts: list[str]) -> list[int]:
         if not texts:  # the tokenizer fails on an empty batch (IndexError), as a textless document gave it
             return []
+        backend = self._tokenizer.backend_tokenizer  # the Rust tokenizer: no offsets, no Python per text
         with self._lock:
-            enc = self._tokenizer(texts, add_special_tokens=True, truncation=False,
-                                  return_attention_mask=False, return_token_type_ids=False)
-        return [len(ids) for ids in enc["input_ids"]]
+            # sentence-transformers leaves truncation and padding set on it; transformers' own call
+            # sets both again before every encode, so clearing them here changes nothing else
+            backend.no_truncation()
+            backend.no_padding()
+            encodings = backend.encode_batch_fast(texts, add_special_tokens=True)
+        return [len(enc.ids) for enc in encodings]
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -7,14 +7,16 @@ raw text (pages joined with PAGE_JOINER); spans give the pages and boxes each ch
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from schemas.embedding import EmbeddingSpace
 from schemas.generation import Parsed
-from schemas.lineage import BBox, Chunk, ChunkSpan, ParsedDocument, Revision
+from schemas.lineage import BBox, Chunk, ChunkSpan, ParsedDocument, ParsedPage, Revision
 from schemas.settings import ChunkingSettings, EmbeddingSettings
 from tasks.embedding import load_embedder
 from tasks.ingest.parse.normalize import normalize_text
@@ -153,6 +155,28 @@ def _union(boxes: list[BBox]) -> BBox | None:
             max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
+class _PageBoxes:
+    """A page's boxed elements sorted by start, to find those a span overlaps without reading
+    them all (a newspaper page has ≈ 5,000 elements and ≈ 50 chunks)."""
+
+    def __init__(self, page: ParsedPage):
+        boxed = [el for el in page.elements if el.bbox is not None]
+        starts = [el.char_start for el in boxed]
+        if any(a > b for a, b in zip(starts, starts[1:])):  # parsers write them in order; not all
+            boxed.sort(key=lambda el: el.char_start)
+            starts = [el.char_start for el in boxed]
+        self.starts = starts
+        self.ends = [el.char_end for el in boxed]
+        self.boxes = [el.bbox for el in boxed]
+        # the largest end up to each element: before the first one past `s`, none ends after `s`
+        self.reach = list(itertools.accumulate(self.ends, max))
+
+    def overlapping(self, s: int, e: int) -> list[BBox]:
+        """Boxes of the elements with start < e and end > s (offsets into the page's text)."""
+        first, stop = bisect.bisect_right(self.reach, s), bisect.bisect_left(self.starts, e)
+        return [self.boxes[i] for i in range(first, stop) if self.ends[i] > s]
+
+
 def chunk_document(doc: ParsedDocument, doc_id: str, spec: ChunkSpec,
                    count_tokens: TokenCounter) -> list[Chunk]:
     """Chunks of one parsed document; never crosses the document (or its access boundary).
@@ -177,27 +201,26 @@ def chunk_document(doc: ParsedDocument, doc_id: str, spec: ChunkSpec,
     spans = pack_sentences(raw, sentences, n_content, spec.content_limit)
 
     # Verify with exact counts of what will be embedded; re-split anything still over the limit.
-    final: list[tuple[int, int]] = []
+    # What is kept keeps its text and count: the chunk is that text, counted once.
+    final: list[tuple[int, int, str, int]] = []
     queue = list(spans)
     while queue:
         batch, queue = queue, []
-        counts = count_tokens([normalize_text(raw[s:e]) for s, e in batch])
-        for (s, e), n in zip(batch, counts):
+        texts = [normalize_text(raw[s:e]) for s, e in batch]
+        for (s, e), text, n in zip(batch, texts, count_tokens(texts)):
             if n <= spec.max_input_tokens and n - overhead <= spec.content_limit + 8:
-                final.append((s, e))
+                final.append((s, e, text, n))
             else:
                 queue.extend(_halve(raw, s, e))
-    final.sort()
+    final.sort(key=lambda kept: kept[:2])
 
-    texts = [normalize_text(raw[s:e]) for s, e in final]
-    counts = count_tokens(texts)
+    boxes_of = [_PageBoxes(page) for page in doc.pages]
     chunks = []
-    for ordinal, ((s, e), text, n) in enumerate(zip(final, texts, counts)):
+    for ordinal, (s, e, text, n) in enumerate(final):
         spans_out = []
-        for page, a, b in page_ranges:
+        for (page, a, b), page_boxes in zip(page_ranges, boxes_of):
             if s < b and e > a:
-                boxes = [el.bbox for el in page.elements
-                         if el.bbox is not None and el.char_start + a < e and el.char_end + a > s]
+                boxes = page_boxes.overlapping(s - a, e - a)
                 spans_out.append(ChunkSpan(page_no=page.page_no, bbox=_union(boxes)))
         chunks.append(Chunk(
             chunk_id=f"{doc.revision_id}-{spec.segmenter_id}-{ordinal:04d}",

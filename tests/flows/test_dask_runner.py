@@ -1,4 +1,5 @@
-"""The Dask runner's own guarantees: models loaded once per worker, and a file that kills every
+"""The Dask runner's own guarantees: the parse stack readied as a worker starts, models loaded once
+per worker, and a file that kills every
 worker that parses it quarantined as "parser crashed" while the rest of the batch is published, and
 the parser sandbox on the workers."""
 from __future__ import annotations
@@ -39,6 +40,31 @@ def test_each_worker_loads_the_embedding_model_once_for_many_batches(tmp_path: P
     assert len(loads) == 2
     assert all(misses == 1 for misses, _ in loads.values())  # loaded once per worker process...
     assert sum(hits for _, hits in loads.values()) >= 2  # ...and reused by its later batches
+
+
+def test_each_worker_readies_the_parse_stack_as_it_starts(dask_cluster):
+    """flows/dask_preload.py: a worker imports what parse tasks need and starts a parser-sandbox
+    child on a thread of its own when it starts, not inside the release's first task."""
+
+    def readied() -> tuple[bool, int]:
+        import sys
+        import threading
+        import time
+
+        from flows.dask_preload import MODULES
+        from tasks.ingest.sandbox import _POOL
+
+        deadline = time.monotonic() + 300  # a loaded machine
+        while any(t.name == "mabillon-preload" for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return all(name in sys.modules for name in MODULES), len(_POOL._idle)
+
+    with Client(dask_cluster.scheduler_address) as client:
+        client.wait_for_workers(2, timeout=120)
+        # as a task on each worker's own thread (client.run would hold the worker's event loop)
+        states = client.gather([client.submit(readied, workers=[w], allow_other_workers=False, pure=False)
+                                for w in client.scheduler_info()["workers"]])
+    assert len(states) == 2 and all(imported and children >= 1 for imported, children in states)
 
 
 class PoisonParser(WorkerPlugin):

@@ -1,14 +1,20 @@
 """ALTO XML is read directly: String CONTENT, HPOS/VPOS/WIDTH/HEIGHT and WC, no re-OCR."""
 from __future__ import annotations
 
+import gzip
+from pathlib import Path
+
 import pytest
 
 from flows.make_sample import SAMPLE_DIR, alto_xml, source_text
 from schemas.settings import MabillonSettings
+from tasks.ingest.package.alto_stream import read_alto_page
 from tasks.ingest.parse.alto import parse_alto
 from tasks.ingest.parse.cer import character_error_rate
 from tasks.ingest.parse.errors import ParseRefused
 from tests.fixtures import make_samples as fx
+from tests.fixtures import newspaper_package as news
+from tests.ingest import alto_reference
 
 
 def parse(data: bytes):
@@ -65,3 +71,102 @@ def test_non_numeric_sizes_and_confidences_are_dropped_not_fatal():
 def test_unusable_alto_is_refused(data, reason):
     with pytest.raises(ParseRefused, match=reason):
         parse(data)
+
+
+# The streaming parser against the tree parser it replaced (tests/ingest/alto_reference.py):
+# the same ParsedDocument, element for element, on every ALTO we have, and the same refusals.
+NEWSPAPERS = Path(__file__).resolve().parents[2].parent / "shared" / "newspapers"
+
+
+def _shared_alto() -> list[Path]:
+    return sorted(NEWSPAPERS.glob("europeana-bnf/*/*/ALTO/*.xml")) + sorted(NEWSPAPERS.glob("gallica/*/*/ocr/X*.xml*"))
+
+
+def _inflated(data: bytes) -> bytes:
+    return gzip.decompress(data) if data.startswith(b"\x1f\x8b") else data
+
+
+def _namespaced(version: str) -> bytes:
+    return fx.alto().replace(b"http://www.loc.gov/standards/alto/ns-v4#",
+                             f"http://www.loc.gov/standards/alto/ns-{version}#".encode())
+
+
+FIXTURES = {
+    "v4": fx.alto, "v3": lambda: _namespaced("v3"), "v2": lambda: _namespaced("v2"),
+    "no namespace": lambda: fx.alto().replace(b' xmlns="http://www.loc.gov/standards/alto/ns-v4#"', b""),
+    # the package fixture's pages: ALTO v4 in mm10, delivered gzipped
+    "v4 mm10 gzipped p1": lambda: news.alto_v4(1, False), "v4 mm10 gzipped p2": lambda: news.alto_v4(2, True),
+    "two pages, a DOCTYPE": lambda: (
+        b'<!DOCTYPE alto [<!ELEMENT alto ANY>]><alto xmlns:x="urn:x"><Layout>'
+        b'<Page WIDTH="100" HEIGHT="50"><PrintSpace><ComposedBlock><TextBlock><TextLine HPOS="-5" VPOS="1" '
+        b'WIDTH="200" HEIGHT="9"><SP/><HYP/><String CONTENT="Mai" HPOS="1" VPOS="1" WIDTH="" WC="0.5"/>'
+        b'<HYP CONTENT="="/><String CONTENT="" HPOS="1"/><String CONTENT="rie" HPOS="nan" VPOS="1" WIDTH="2" '
+        b'HEIGHT="2"/><x:String CONTENT="x"/><Foo><String CONTENT="deeper"/></Foo></TextLine><TextLine/>'
+        b'<TextLine><String CONTENT="Orne" HPOS="90" VPOS="49" WIDTH="30" HEIGHT="3" WC="1e0"/></TextLine>'
+        b'</TextBlock></ComposedBlock><TextLine><String CONTENT="outside a block"/></TextLine>'
+        b'<TextBlock><TextLine><String CONTENT="2" WC=""/></TextLine></TextBlock></PrintSpace></Page>'
+        b'<Page><TextBlock/></Page></Layout><TextBlock><TextLine><String CONTENT="outside a page"/></TextLine>'
+        b'</TextBlock></alto>'),
+}
+REFUSED = [b"", b"<alto", b"<mets/>", b"<mets><Page/></mets>", b"<alto/><x/>", b"<alto><Description/></alto>",
+           b"<a:alto xmlns:b='x'/>", b"<alto><Page><TextBlock><TextLine><String CONTENT='&x;'/></TextLine>"
+           b"</TextBlock></Page></alto>",
+           b'<!DOCTYPE alto SYSTEM "alto.dtd"><alto><Page><TextBlock><TextLine>&x;</TextLine></TextBlock></Page></alto>',
+           b'<!DOCTYPE alto [<!ENTITY x SYSTEM "file:///etc/passwd">]><alto><Page/></alto>',
+           b'<!DOCTYPE alto [<!ENTITY x SYSTEM "x.gif" NDATA gif>]><alto><Page/></alto>',
+           fx.alto_with_entities()]
+
+
+def _both(data: bytes) -> tuple[str, str]:
+    """Each parser's ParsedDocument as JSON, or its refusal."""
+    out = []
+    for parser in (alto_reference.parse_alto, parse_alto):
+        try:
+            out.append(parser(data, fx.revision_for("p.xml", data), MabillonSettings()).model_dump_json())
+        except ParseRefused as exc:
+            out.append(f"refused: {exc}")
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("path", _shared_alto(), ids=lambda p: p.name)
+def test_the_streaming_parser_reads_the_shared_newspapers_as_the_tree_parser_did(path: Path):
+    data = _inflated(path.read_bytes())
+    reference, streamed = _both(data)
+    assert reference == streamed and '"kind":"word"' in streamed
+    assert alto_reference.parse_alto(data, fx.revision_for("p.xml", data), MabillonSettings()) == \
+        parse_alto(data, fx.revision_for("p.xml", data), MabillonSettings())
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_the_streaming_parser_reads_every_alto_version_as_the_tree_parser_did(name: str):
+    data = _inflated(FIXTURES[name]())
+    reference, streamed = _both(data)
+    assert reference == streamed and not streamed.startswith("refused")
+
+
+def test_the_odd_fixture_exercises_what_it_is_there_for():
+    doc = parse(FIXTURES["two pages, a DOCTYPE"]())
+    # a HYP before any word and Strings deeper than the line are not read; any namespace's String is
+    assert [p.raw_text for p in doc.pages] == ["Mai= rie x\nOrne\n\n2", ""]
+    words = [e for e in doc.pages[0].elements if e.kind == "word"]
+    assert [w.bbox for w in words] == [None, None, None, (90.0, 49.0, 100.0, 50.0), None]
+    assert doc.pages[0].elements[0].bbox == (0.0, 1.0, 100.0, 10.0)  # the line's box clipped to the page
+
+
+@pytest.mark.parametrize("data", REFUSED, ids=lambda d: d[:40].decode())
+def test_the_streaming_parser_refuses_what_the_tree_parser_refused_with_the_same_reason(data: bytes):
+    reference, streamed = _both(data)
+    assert reference.startswith("refused: ") and reference == streamed
+
+
+@pytest.mark.parametrize("path", _shared_alto()[:1] + _shared_alto()[-1:], ids=lambda p: p.name)
+def test_the_package_reader_reads_the_words_the_tree_parser_reads(path: Path):
+    """The issue-package path (alto_stream, pixels and blocks) and the file parser agree on every
+    word of a pixel-unit page, gzipped or not."""
+    data = _inflated(path.read_bytes())
+    page = alto_reference.parse_alto(data, fx.revision_for("p.xml", data), MabillonSettings()).pages[0]
+    expected = [(page.raw_text[e.char_start:e.char_end], e.bbox, e.confidence)
+                for e in page.elements if e.kind == "word"]
+    for delivered in (data, gzip.compress(data)):
+        blocks = read_alto_page(delivered).blocks.values()
+        assert [(w.content, w.bbox, w.wc) for b in blocks for line in b.lines for w in line.words] == expected

@@ -91,3 +91,24 @@ def test_a_document_without_text_has_no_chunks_and_the_tokenizer_takes_an_empty_
     spec = chunk_spec(embedder.count_tokens, 60, embedder.space.max_input_tokens, "t")
     assert embedder.count_tokens([]) == []
     assert chunk_document(_doc(["", "  \n "]), "d", spec, embedder.count_tokens) == []
+
+
+def test_a_chunks_boxes_are_those_of_every_element_it_overlaps_in_any_order():
+    import random
+
+    from tasks.ingest.chunk import _PageBoxes
+
+    rng = random.Random(7)
+    elements = []
+    for _ in range(300):  # out of order, nested and overlapping, some without a box
+        start = rng.randrange(0, 1000)
+        elements.append(Element(char_start=start, char_end=start + rng.randrange(1, 120),
+                                bbox=None if rng.random() < 0.2 else tuple(float(rng.randrange(500)) for _ in range(4))))
+    page = ParsedPage(page_no=1, raw_text="x" * 1200, normalized_text="x", parser="test", parser_version="1",
+                      elements=elements)
+    boxes = _PageBoxes(page)
+    for _ in range(200):
+        s = rng.randrange(0, 1100)
+        e = s + rng.randrange(1, 200)
+        expected = [el.bbox for el in elements if el.bbox is not None and el.char_start < e and el.char_end > s]
+        assert sorted(boxes.overlapping(s, e)) == sorted(expected)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from xml.parsers import expat
 
 from schemas.package import AltoBlock, AltoLine, AltoWord, Box
+from tasks.ingest.parse.alto import gc_paused
 
 # ALTO units per inch; pixels are converted at the resolution the page was scanned at.
 UNITS_PER_INCH = {"mm10": 254.0, "inch1200": 1200.0}
@@ -203,7 +204,8 @@ def read_alto_page(data: bytes, dpi: float = DEFAULT_DPI) -> AltoPage:
     parser.ExternalEntityRefHandler = _refuse_dtd
     try:
         stream = open_alto(data)
-        parser.ParseFile(stream)
+        with gc_paused():  # its words and lines are thousands of objects, none of them garbage
+            parser.ParseFile(stream)
     except expat.ExpatError as exc:
         raise AltoError(f"malformed ALTO XML: {expat.ErrorString(exc.code)} at line {exc.lineno}") from None
     except (EOFError, OSError, gzip.BadGzipFile) as exc:  # a damaged gzip stream
