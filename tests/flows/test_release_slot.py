@@ -69,8 +69,8 @@ def _create_prefect_database(prefect_home: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING")}
     env["PREFECT_HOME"] = str(prefect_home)
     subprocess.run([sys.executable, "-c", "from flows.cli.prefect_api import TemporaryServer\n"
-                    "server = TemporaryServer()\nserver.wait_healthy()\nserver.stop()"],
-                   cwd=PROJECT_ROOT, env=env, check=True, timeout=300)
+                    "server = TemporaryServer()\nserver.wait_healthy(timeout_s=600)\nserver.stop()"],
+                   cwd=PROJECT_ROOT, env=env, check=True, timeout=660)
     assert (prefect_home / "prefect.db").exists()
 
 
