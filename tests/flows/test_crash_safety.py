@@ -32,13 +32,25 @@ def _more_records() -> list[dict]:
     return changed + extra
 
 
-def _cli(home: Path, export: Path, tmp: Path, point: str | None, runner: str = "local",
+def _first_two(home: Path, inputs: Path) -> None:
+    release(paths=[str(write_records(inputs / "first.jsonl", SAMPLE_RECORDS[:2]))], settings=settings_for(home))
+
+
+def first_release(home_templates, home: Path):
+    """Settings of `home`, a copy of a home where g0001 (the first two sample records) serves:
+    released once per run, not once per kill."""
+    return settings_for(home_templates.copy("first-two-released", _first_two, home))
+
+
+def _cli(home: Path, export: Path, tmp: Path, point: str | None, prefect: dict[str, str], runner: str = "local",
          **env_extra: str) -> subprocess.Popen:
     # small embedding batches: the embed crash point is reached with most chunks still to embed.
     # With dask the CLI starts its own LocalCluster, whose workers are in the CLI's process group.
+    # Its runs report to `prefect` (the session's server): a SIGKILL leaves a run "running"
+    # there, which holds nothing (the release slot is a file lock in the home).
     env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(tmp / f"prefect-{point}"),
                MABILLON_EMBEDDING__BATCH_SIZE="2", MABILLON_RUNNER=runner, MABILLON_DASK__WORKERS="2",
-               **env_extra)
+               **prefect, **env_extra)
     env.pop("MABILLON_TEST_CRASH_POINT", None)
     if point:
         env["MABILLON_TEST_CRASH_POINT"] = point
@@ -65,7 +77,7 @@ def _kill_at_crash_point(proc: subprocess.Popen, marker: Path, timeout: float = 
             os.killpg(proc.pid, signal.SIGKILL)
             raise AssertionError("crash point never reached")
         time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGKILL)  # the whole group: the CLI and its Prefect server
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole group: the CLI (and its Dask workers)
     proc.wait()
 
 
@@ -73,15 +85,14 @@ def _kill_at_crash_point(proc: subprocess.Popen, marker: Path, timeout: float = 
 # there; the switch happens in the flow's own process, whatever the runner.
 @pytest.mark.parametrize(("point", "runner"), [("embed", "local"), ("embed", "dask"), ("switch", "local")])
 def test_sigkill_leaves_serving_untouched_and_next_run_publishes(point: str, runner: str, tmp_path: Path,
-                                                                 home: Path, request):
-    settings = settings_for(home)
+                                                                 home: Path, request, home_templates, cli_prefect):
+    settings = first_release(home_templates, home)
     layout = StoreLayout.from_settings(settings)
-    release(paths=[str(write_records(tmp_path / "first.jsonl", SAMPLE_RECORDS[:2]))], settings=settings)
     served_before = open_generation_table(layout, "g0001").to_arrow().sort_by("chunk_id")
     routing_before = layout.routing.read_bytes()
 
     export = write_records(tmp_path / "second.jsonl", _more_records())
-    _kill_at_crash_point(_cli(home, export, tmp_path, point, runner), layout.manifests / f".at-crash-point-{point}")
+    _kill_at_crash_point(_cli(home, export, tmp_path, point, cli_prefect.client_env(), runner), layout.manifests / f".at-crash-point-{point}")
     cached = {p: p.stat().st_mtime_ns for p in (layout.caches / "vectors").local_path.rglob("*.parquet")}
     if point == "embed":  # killed mid-way: some revisions embedded and cached, most not
         first_run = len(SAMPLE_RECORDS[:2])
@@ -125,7 +136,7 @@ def assert_one_revision_per_source_and_no_duplicate_chunks(layout: StoreLayout, 
     assert len(texts) == len(set(texts))
 
 
-def test_a_dask_worker_killed_mid_ocr_is_replaced_and_the_release_completes(tmp_path: Path, home: Path):
+def test_a_dask_worker_killed_mid_ocr_is_replaced_and_the_release_completes(tmp_path: Path, home: Path, cli_prefect):
     """SIGKILL to the worker process in the middle of an OCR task: Dask runs the task again
     elsewhere, the release completes, one revision per source and no chunk twice."""
     folder = tmp_path / "scans"
@@ -137,7 +148,7 @@ def test_a_dask_worker_killed_mid_ocr_is_replaced_and_the_release_completes(tmp_
     layout = StoreLayout.from_settings(settings_for(home))
     marker = layout.manifests / ".at-crash-point-parse"
     # two pages a task: the crash point, after a unit's first piece, is in the middle of OCR work
-    proc = _cli(home, folder, tmp_path, "parse", "dask", MABILLON_DASK__PAGES_PER_TASK="2")
+    proc = _cli(home, folder, tmp_path, "parse", cli_prefect.client_env(), "dask", MABILLON_DASK__PAGES_PER_TASK="2")
     deadline = time.monotonic() + 600
     while not marker.exists():
         assert proc.poll() is None, proc.stderr.read().decode()[-3000:]

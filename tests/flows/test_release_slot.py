@@ -53,11 +53,25 @@ COMMAND_BOUND_S = 120  # the issue's bound: each command after a kill finishes w
 
 
 def _build(home: Path, inputs: Path) -> None:
-    """g0001 serving (with SECRET), g0002 published staged: something to promote."""
+    """g0001 serving (with SECRET), g0002 published staged: something to promote; and the home's
+    own Prefect database, created as a home's first command leaves it."""
     release(paths=[str(write_records(inputs / "a.jsonl", [*SAMPLE_RECORDS[:2], SECRET]))],
             settings=settings_for(home))
     release(paths=[str(write_records(inputs / "b.jsonl", SAMPLE_RECORDS[2:3]))],
             options=ReleaseOptions(promote=False), settings=settings_for(home))
+    _create_prefect_database(settings_for(home).prefect_home)
+
+
+def _create_prefect_database(prefect_home: Path) -> None:
+    """Start and stop a temporary server on `prefect_home`, as a command does: its database is
+    created and migrated (some 11 CPU-seconds) once per run, not once per kill point. No run is
+    recorded in it, and the slot is not there: it is a file lock in the home."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING")}
+    env["PREFECT_HOME"] = str(prefect_home)
+    subprocess.run([sys.executable, "-c", "from flows.cli.prefect_api import TemporaryServer\n"
+                    "server = TemporaryServer()\nserver.wait_healthy(timeout_s=600)\nserver.stop()"],
+                   cwd=PROJECT_ROOT, env=env, check=True, timeout=660)
+    assert (prefect_home / "prefect.db").exists()
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from tasks.store.layout import StoreLayout
 from tasks.store.lineage_store import read_lineage_table
 from tasks.store.routing import read_routing
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
-from tests.flows.test_crash_safety import _more_records
+from tests.flows.test_crash_safety import _more_records, first_release
 
 pytestmark = pytest.mark.slow
 
@@ -32,10 +32,11 @@ STAGES = {  # stage → where tests/hostile/crash_release.py stops the run
 }
 
 
-def cli(home: Path, export: Path, tmp: Path, stage: str) -> tuple[subprocess.Popen, Path]:
+def cli(home: Path, export: Path, tmp: Path, stage: str, prefect: dict[str, str]) -> tuple[subprocess.Popen, Path]:
+    """The ingest, stopped at `stage`; its runs report to `prefect` (the session's server)."""
     marker = tmp / f"at-{stage}"
     env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(tmp / f"prefect-{stage}"),
-               MABILLON_EMBEDDING__BATCH_SIZE="2", HOSTILE_MARKER=str(marker))
+               MABILLON_EMBEDDING__BATCH_SIZE="2", HOSTILE_MARKER=str(marker), **prefect)
     env.pop("MABILLON_TEST_CRASH_POINT", None)
     args = ["ingest", str(export), "--json"]
     command = [sys.executable, "-m", "tests.hostile.crash_release", STAGES[stage], *args]
@@ -53,7 +54,7 @@ def kill_when_there(proc: subprocess.Popen, marker: Path, timeout: float = 600) 
             os.killpg(proc.pid, signal.SIGKILL)
             raise AssertionError("stop never reached")
         time.sleep(0.3)
-    os.killpg(proc.pid, signal.SIGKILL)  # the CLI, its sandbox child and its Prefect server
+    os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its sandbox child
     proc.wait()
 
 
@@ -76,14 +77,14 @@ def consistent(settings, generation: str) -> None:
 
 
 @pytest.mark.parametrize("stage", list(STAGES))
-def test_sigkill_at_each_stage_leaves_serving_consistent_and_the_rerun_completes(stage, tmp_path, home):
-    settings = settings_for(home)
+def test_sigkill_at_each_stage_leaves_serving_consistent_and_the_rerun_completes(stage, tmp_path, home,
+                                                                                  home_templates, cli_prefect):
+    settings = first_release(home_templates, home)
     layout = StoreLayout.from_settings(settings)
-    release(paths=[str(write_records(tmp_path / "first.jsonl", SAMPLE_RECORDS[:2]))], settings=settings)
     routing_before = layout.routing.read_bytes()
     export = write_records(tmp_path / "second.jsonl", _more_records())
 
-    proc, marker = cli(home, export, tmp_path, stage)
+    proc, marker = cli(home, export, tmp_path, stage, cli_prefect.client_env())
     kill_when_there(proc, marker)
     serving = read_routing(layout).serving
     if stage == "after-switch":

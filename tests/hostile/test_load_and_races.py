@@ -37,8 +37,9 @@ QUESTIONS = ["Quand le débat sur les blés a-t-il été renvoyé à jeudi ?",
              "Qui est rapporteur du projet de loi sur les sucres ?"]
 
 
-def ingest(home: Path, export: Path, tmp: Path, tag: str) -> subprocess.Popen:
-    env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(tmp / f"prefect-{tag}"))
+def ingest(home: Path, export: Path, tmp: Path, tag: str, prefect: dict[str, str]) -> subprocess.Popen:
+    """`mabillon ingest`, its runs reported to `prefect` (the session's server, not one it starts)."""
+    env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(tmp / f"prefect-{tag}"), **prefect)
     return subprocess.Popen([sys.executable, "-m", "flows.cli", "ingest", str(export), "--json"],
                             cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -54,14 +55,14 @@ def answers(settings, generation: str) -> list[list[str]]:
         return list(pool.map(one, QUESTIONS))
 
 
-def test_eight_concurrent_asks_during_a_release_answer_as_alone_in_bounded_memory(tmp_path, home):
+def test_eight_concurrent_asks_during_a_release_answer_as_alone_in_bounded_memory(tmp_path, home, cli_prefect):
     settings = settings_for(home)
     release(paths=[str(write_records(tmp_path / "a.jsonl", _more_records()))], settings=settings)
     generation = read_routing(StoreLayout.from_settings(settings)).serving
     alone = answers(settings, generation)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     extra = [{**r, "doc_id": f"autre-{r['doc_id']}"} for r in _more_records()[4:30]]
-    proc = ingest(home, write_records(tmp_path / "b.jsonl", extra), tmp_path, "load")
+    proc = ingest(home, write_records(tmp_path / "b.jsonl", extra), tmp_path, "load", cli_prefect.client_env())
     loaded = [answers(settings, generation) for _ in range(2)]
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, err.decode()[-2000:]
@@ -79,9 +80,9 @@ def current_revisions(settings, generation: str) -> dict[str, int]:
     return counts
 
 
-def test_the_same_source_delivered_twice_at_once_gives_one_revision_and_no_duplicate(tmp_path, home):
+def test_the_same_source_delivered_twice_at_once_gives_one_revision_and_no_duplicate(tmp_path, home, cli_prefect):
     export = write_records(tmp_path / "same.jsonl", SAMPLE_RECORDS)
-    runs = [ingest(home, export, tmp_path, tag) for tag in ("one", "two")]
+    runs = [ingest(home, export, tmp_path, tag, cli_prefect.client_env()) for tag in ("one", "two")]
     results = []
     for proc in runs:
         out, err = proc.communicate(timeout=900)
