@@ -104,7 +104,7 @@ def test_a_past_view_keeps_its_time_in_every_address_it_gives(room):
     assert f"/documents/{WITHDRAWN['doc_id']}?as_of=2000-06-01" in listed
     past = f"/at/2000-06-01/iiif/manifest/{revision}"
     manifest = client.get(past, headers=token("alice"))
-    # a record has no page image, so no manifest (no canvas: tasks/reading/manifests.py); at that
+    # a record has no page image, so no manifest (no canvas: tasks/reading/iiif_manifests.py); at that
     # time its revision is found and the 404 says why, where now it is a withdrawn one's bare 404
     assert manifest.status_code == 404 and "no page images" in manifest.json()["error"]
     now = client.get(f"/iiif/manifest/{revision}", headers=token("alice"))
