@@ -28,9 +28,10 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1", "OMP_THREAD_LIMIT": "1", "MKL_NUM_THREADS"
               "OPENBLAS_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def local_cluster_options(dask: DaskSettings, preload: bool = True) -> dict:
-    """distributed.LocalCluster arguments: worker processes of one thread each, each readying the
-    parse stack as it starts (flows/dask_preload.py; `preload=False` only to measure without)."""
+def local_cluster_options(dask: DaskSettings, preload: bool | None = None) -> dict:
+    """distributed.LocalCluster arguments: worker processes of one thread each; with `preload`
+    (default: `dask.preload`) each readies the parse stack as it starts (flows/dask_preload.py)."""
+    preload = dask.preload if preload is None else preload
     return dict(n_workers=max(1, dask.workers), threads_per_worker=1, processes=True,
                 memory_limit=dask.memory_limit or "auto", env=dict(WORKER_ENV),
                 dashboard_address=None, silence_logs=logging.WARNING,

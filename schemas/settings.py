@@ -148,6 +148,10 @@ class DaskSettings(BaseModel):
     allowed_failures: int = 1
     # Memory limit of each LocalCluster worker (e.g. "4GiB"); None: Dask's share of the machine.
     memory_limit: str | None = None
+    # Each LocalCluster worker readies the parse stack as it starts (flows/dask_preload.py). Off
+    # by default: its gain on the Dask/local OCR ratio is not measured yet, and with it a worker
+    # restarted after a SIGKILL did not rejoin within 120 s in a full test run.
+    preload: bool = False
 
 
 class LlmSettings(BaseModel):

@@ -42,7 +42,7 @@ def test_each_worker_loads_the_embedding_model_once_for_many_batches(tmp_path: P
     assert sum(hits for _, hits in loads.values()) >= 2  # ...and reused by its later batches
 
 
-def test_each_worker_readies_the_parse_stack_as_it_starts(dask_cluster):
+def test_each_worker_readies_the_parse_stack_as_it_starts():
     """flows/dask_preload.py: a worker imports what parse tasks need and starts a parser-sandbox
     child on a thread of its own when it starts, not inside the release's first task."""
 
@@ -59,7 +59,12 @@ def test_each_worker_readies_the_parse_stack_as_it_starts(dask_cluster):
             time.sleep(0.2)
         return all(name in sys.modules for name in MODULES), len(_POOL._idle)
 
-    with Client(dask_cluster.scheduler_address) as client:
+    from distributed import LocalCluster
+
+    from flows.runner import local_cluster_options
+
+    with LocalCluster(**local_cluster_options(DaskSettings(workers=2, preload=True))) as cluster, \
+            Client(cluster.scheduler_address) as client:
         client.wait_for_workers(2, timeout=120)
         # as a task on each worker's own thread (client.run would hold the worker's event loop)
         states = client.gather([client.submit(readied, workers=[w], allow_other_workers=False, pure=False)
