@@ -37,6 +37,8 @@ from tests.homes import home_templates  # noqa: E402,F401  (fixture)
 from tests.runners import dask_cluster, runner  # noqa: E402,F401  (fixtures)
 from tests.s3 import s3_bucket, s3_endpoint  # noqa: E402,F401  (fixtures)
 
+pytest_plugins = ["tests.cpu_report"]  # MABILLON_TEST_CPU_REPORT=<dir>: CPU seconds per test
+
 SHARED_CORPUS = PROJECT_ROOT.parent / "shared" / "histqa1887" / "corpus.jsonl"
 SHARED_DEV = PROJECT_ROOT.parent / "shared" / "histqa1887" / "dev.jsonl"
 
