@@ -15,7 +15,7 @@ export TRANSFORMERS_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 
-.PHONY: setup system-packages demo test test-fast bench clean-state
+.PHONY: setup system-packages demo test test-fast test-shuffled bench clean-state
 
 setup: system-packages $(VENV)/.installed
 
@@ -51,6 +51,12 @@ test: setup
 
 test-fast: setup
 	$(PYTEST) -m "not slow"
+
+# The whole suite in a shuffled order (every test, any module's, may run first): a test that
+# needs another's leftovers fails here. SEED=n repeats an order.
+SEED ?= $(shell date +%s)
+test-shuffled: setup
+	$(PYTEST) -p random_order --random-order-bucket=global --random-order-seed=$(SEED)
 
 bench: setup
 	$(BIN)/python bench/bench_ingest.py
