@@ -10,7 +10,9 @@ import pytest
 
 from schemas.settings import DaskSettings
 
-RUNNERS = ["local", "dask"]
+# The Dask variant starts a cluster (worker processes importing the parse and embedding stacks):
+# an end-to-end test, run by `make test`, not by `make test-fast`.
+RUNNERS = ["local", pytest.param("dask", marks=pytest.mark.slow)]
 
 
 @pytest.fixture(scope="session")

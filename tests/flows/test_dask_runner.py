@@ -18,6 +18,10 @@ from tasks.store.layout import StoreLayout
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
 
 
+# Dask clusters of their own or the session's: end-to-end, run by `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
+
+
 def dask_settings(home: Path, cluster, **overrides):
     return settings_for(home, runner="dask", dask=DaskSettings(address=cluster.scheduler_address), **overrides)
 

@@ -152,6 +152,7 @@ def test_gc_on_s3_removes_retired_generations_from_the_bucket(tmp_path: Path, ho
     assert ranked_ids(settings)  # the serving generation still answers
 
 
+@pytest.mark.slow  # CLI processes with their servers: end-to-end
 def test_the_cli_takes_the_warehouse_and_credentials_from_the_environment(tmp_path: Path, home: Path, s3_bucket,
                                                                           cli_prefect):
     env = {**os.environ, **s3_bucket.env, **cli_prefect.client_env(), "MABILLON_HOME": str(home),

@@ -129,6 +129,7 @@ def test_gc_keeps_the_canary_generation(settings):
     assert "g0002" in report.kept and "g0001" in report.kept
 
 
+@pytest.mark.slow  # CLI processes with their servers: end-to-end
 def test_the_cli_starts_a_canary_and_refuses_an_unknown_group(settings, cli_prefect):
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "flows.cli", *args, "--home", str(settings.home), "--json"],

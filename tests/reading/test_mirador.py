@@ -27,6 +27,10 @@ from tests.reading.conftest import SCAN_QUESTION, TOKENS, settings_of
 from tests.flows.conftest import free_port
 from tests.reading.served import served_room
 
+# Mirador from npm in a browser: end-to-end, run by `make test`, not `make test-fast`
+pytestmark = pytest.mark.slow
+
+
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
