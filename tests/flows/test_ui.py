@@ -69,7 +69,7 @@ def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serv
         page.locator("textarea").first.fill(QUESTION)
         earlier = ask_run_ids(prefect_server)
         page.get_by_role("button", name="Submit").click()
-        page.wait_for_url(re.compile(r"tab=Runs"))
+        page.wait_for_url(re.compile(r"tab=Runs"), timeout=120_000)  # a loaded machine took over 30 s
         # the run the form created, followed through the API (not by reloading the page every
         # few seconds) until it has completed with its evidence: then the UI shows it as it is
         run_id = finished_with_evidence(prefect_server, earlier)
