@@ -195,6 +195,11 @@ class ChunkRow(BaseModel):
     # The validity interval of the chunk's document (null: open); the query time must be inside it.
     valid_from: datetime | None
     valid_to: datetime | None
+    # The document's OCR quality, 0–1 (tasks/ingest/ocr_quality.py), on each of its chunks so
+    # that ranking reads it with the row metadata; its source: delivered | ocr | estimated.
+    # Null: unknown (no words, or a generation published before the column).
+    ocr_quality: Float32 | None = None
+    ocr_quality_source: str | None = None
 
 
 class VectorLineageRow(BaseModel):

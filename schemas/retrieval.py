@@ -111,6 +111,11 @@ class RetrievalSettings(BaseModel):
         default_factory=lambda: {"bm25": 1.0, "dense": 0.3, "temporal": 0.3})
     # How many documents each channel contributes to fusion.
     fusion_depth: int = 100
+    # OCR-quality prior on the fused list (tasks/query/fusion.py `ocr_prior`): a document loses
+    # ocr_weight·(1 − quality)/(rrf_k + 1). Off: on held-out folds of the development questions
+    # every split chose 0, and any weight above 0 lowered MRR (docs/benchmarks.md, "OCR quality
+    # as a ranking prior").
+    ocr_weight: float = Field(default=0.0, ge=0.0)
     # Warm-start query processing: drop question meta-language and sub-corpus names before
     # the lexical channel (and the dense one when strip_question_dense).
     strip_question: bool = True

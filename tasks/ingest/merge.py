@@ -20,6 +20,7 @@ from schemas.embedding import EmbeddingSpace
 from schemas.generation import Parsed, TombstoneList
 from schemas.settings import EmbeddingSettings
 from tasks.embedding import load_embedder, space_cache_key
+from tasks.ingest.ocr_quality import OcrQuality, ocr_quality
 from tasks.store.cache import load_space, save_space
 from tasks.store.generation_io import read_generation
 from tasks.store.lance_store import tagged_generations
@@ -108,10 +109,14 @@ def pages_and_elements(docs: list[ParsedDocument]) -> tuple[pa.Table, pa.Table]:
             pa.Table.from_pylist(elements, schema=ELEMENT_SCHEMA))
 
 
-def chunks_table(chunks: list[Chunk], revisions: dict[str, Revision]) -> pa.Table:
+def chunks_table(chunks: list[Chunk], revisions: dict[str, Revision],
+                 quality: dict[str, OcrQuality] | None = None) -> pa.Table:
+    """Chunk rows; `quality` (revision id → its document's OCR quality) fills ocr_quality."""
     rows = []
+    quality = quality or {}
     for c in chunks:
         r = revisions[c.revision_id]
+        q = quality.get(c.revision_id)
         rows.append({
             "chunk_id": c.chunk_id, "revision_id": c.revision_id, "source_id": r.source_id,
             "doc_id": c.doc_id, "corpus": r.corpus, "date": r.date, "tenant": r.tenant,
@@ -119,6 +124,7 @@ def chunks_table(chunks: list[Chunk], revisions: dict[str, Revision]) -> pa.Tabl
             "char_start": c.char_start, "char_end": c.char_end, "page_start": c.page_start,
             "page_end": c.page_end, "spans_json": spans_to_json(c.spans), "segmenter": c.segmenter,
             "valid_from": r.valid_from, "valid_to": r.valid_to,
+            "ocr_quality": q.value if q else None, "ocr_quality_source": q.source if q else None,
         })
     return pa.Table.from_pylist(rows, schema=CHUNK_SCHEMA)
 
@@ -264,8 +270,10 @@ def stage(job: StagingInput) -> StagedGeneration:
     processed = [r for r in job.revisions if r.revision_id in parsed.documents]
     generation = next_generation_id(layout, [*tagged_generations(layout), *lineage_generations(layout)])
     pages, elements = pages_and_elements([parsed.documents[r.revision_id] for r in processed])
+    quality = {r.revision_id: ocr_quality(parsed.documents[r.revision_id], r.metadata_json)
+               for r in processed}
     staged = merge_generation(base.tables, processed, pages, elements,
-                              chunks_table(job.chunks, {r.revision_id: r for r in processed}),
+                              chunks_table(job.chunks, {r.revision_id: r for r in processed}, quality),
                               job.vectors, generation, job.space)
     staged = without_tombstoned(staged, read_tombstones(layout).doc_ids)
     staged.generation = generation

@@ -6,7 +6,7 @@ stronger one's documents down (equal weights lost to BM25 alone on this corpus, 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from schemas.retrieval import CHANNELS, DocHit, FusedHit
 
@@ -64,3 +64,23 @@ def balance(fused: Sequence[FusedHit], limit: int | None = None) -> list[FusedHi
         out.extend(sorted(round_, key=lambda h: h.rank))
     out = out[:limit] if limit is not None else out
     return [h.model_copy(update={"rank": n}) for n, h in enumerate(out, start=1)]
+
+
+def ocr_prior(fused: Sequence[FusedHit], quality: Callable[[FusedHit], float | None],
+              weight: float, k: int = 60) -> list[FusedHit]:
+    """Lower each document's fused score by `weight`·(1 − its OCR quality)/(k + 1) and reorder.
+
+    The unit is a first-rank vote of one channel (1/(k + 1)): at weight 1 a document of
+    quality 0.8 loses a fifth of one. Unknown quality (None) costs nothing, so documents
+    without a recorded or estimated value are neither favoured nor pushed down. Weight 0 leaves
+    the list as it was. Ties keep their fused order."""
+    if weight == 0 or not fused:
+        return list(fused)
+    scored = []
+    for n, hit in enumerate(fused):
+        q = quality(hit)
+        penalty = weight * (1.0 - min(max(q, 0.0), 1.0)) / (k + 1) if q is not None else 0.0
+        scored.append((hit.fused_score - penalty, n, hit))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return [h.model_copy(update={"fused_score": s, "rank": r})
+            for r, (s, _, h) in enumerate(scored, start=1)]

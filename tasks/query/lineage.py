@@ -17,7 +17,8 @@ class DocLineage:
     digest: str
     title: str | None = None
     # OCR quality as delivered (issue packages: ALTO word confidence over the article), and the
-    # document's own confidence on each page (page_no → 0–1): shown with the evidence, not ranked on
+    # document's own confidence on each page (page_no → 0–1): shown with the evidence; ranking
+    # reads the chunk rows' `ocr_quality` instead (tasks/ingest/ocr_quality.py)
     ocr_confidence: float | None = None
     page_confidence: dict[int, float] | None = None
 

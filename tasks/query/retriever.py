@@ -33,7 +33,7 @@ from tasks.index.dense_search import DensePlan, dense_plan
 from tasks.index.postings import PostingsIndex
 from tasks.query import channels
 from tasks.query.analysis import named_corpora, question_query
-from tasks.query.fusion import balance, rrf
+from tasks.query.fusion import balance, ocr_prior, rrf
 from tasks.query.searchable import Searchable, load_view
 from tasks.query.view import GenerationView
 from tasks.store.location import Location
@@ -225,6 +225,9 @@ class Retriever:
             rankings["temporal"] = self.temporal_docs(date, depth, target_corpus)
         weights = {c: w for c, w in p.weights.items() if w > 0}
         fused = rrf({c: h for c, h in rankings.items() if c in weights}, weights, k=p.rrf_k)
+        if p.ocr_weight:  # before corpus cues and balancing, which keep its order within a corpus
+            fused = ocr_prior(fused, lambda h: self.view.ocr_quality_of(h.best_chunk_id),
+                              p.ocr_weight, k=p.rrf_k)
         if target_corpus is None:
             named = named_corpora(query, tuple(self.corpora()), p.stem) if p.corpus_cues else []
             if len(named) >= 2:  # "between paper A and paper B": look only there

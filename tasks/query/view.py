@@ -23,6 +23,7 @@ from tasks.access.validity import ValidityWindow
 
 META_COLUMNS = ["chunk_id", "doc_id", "corpus", "date", "tenant", "groups", "ordinal"]
 VALIDITY_COLUMNS = ["valid_from", "valid_to"]  # absent from generations published before them
+OCR_COLUMN = "ocr_quality"  # absent from generations published before it: unknown everywhere
 HIT_COLUMNS = ["text", "char_start", "char_end", "page_start"]
 
 NO_DAY = np.iinfo(np.int32).min  # a missing or unparseable date
@@ -76,6 +77,8 @@ class GenerationView:
     fetch: Fetch
     row_ids: np.ndarray | None = None  # sorted Lance _rowid of each row (dense results map back)
     validity: ValidityWindow | None = None  # each row's validity interval (the time rule)
+    # float32, row → its document's OCR quality (0–1, NaN: unknown); None: none recorded
+    ocr_quality: np.ndarray | None = None
 
     @classmethod
     def from_table(cls, table: pa.Table, fetch: Fetch | None = None,
@@ -92,19 +95,21 @@ class GenerationView:
         if fetch is None:
             def fetch(rows, columns, _t=table):
                 return _t.select(columns).take(pa.array(rows, pa.int64()))
+        ocr = table.column(OCR_COLUMN).to_numpy(zero_copy_only=False).astype(np.float32) \
+            if OCR_COLUMN in table.schema.names else None  # nulls read as NaN
         return cls(chunk_ids=table.column("chunk_id").combine_chunks(), doc_codes=doc_codes,
                    doc_ids=np.asarray(doc_ids, dtype=object), corpus_codes=corpus_codes,
                    corpus_names=corpus_names, date_codes=date_codes, date_values=date_values,
                    days=days, ordinal=table.column("ordinal").to_numpy(zero_copy_only=False).astype(np.int32),
                    access_codes=access_codes, access_classes=access_classes, fetch=fetch,
-                   row_ids=row_ids, validity=ValidityWindow.of(table))
+                   row_ids=row_ids, validity=ValidityWindow.of(table), ocr_quality=ocr)
 
     @classmethod
     def from_lance(cls, lance_table) -> "GenerationView":
         """Scan only the metadata columns of the checked-out version; texts stay in Lance."""
         dataset = lance_table.to_lance()
         stored = set(dataset.schema.names)
-        columns = META_COLUMNS + [c for c in VALIDITY_COLUMNS if c in stored]
+        columns = META_COLUMNS + [c for c in [*VALIDITY_COLUMNS, OCR_COLUMN] if c in stored]
         meta = dataset.to_table(columns=columns, with_row_id=True)
         row_ids = meta.column("_rowid").to_numpy().astype(np.uint64)
 
@@ -172,6 +177,13 @@ class GenerationView:
     def date_of(self, row: int) -> str | None:
         code = int(self.date_codes[row])
         return self.date_values[code] if code >= 0 else None
+
+    def ocr_quality_of(self, chunk_id: str) -> float | None:
+        """The OCR quality of a chunk's document; None when unknown or not recorded."""
+        if self.ocr_quality is None:
+            return None
+        value = float(self.ocr_quality[self.row_of(chunk_id)])
+        return None if np.isnan(value) else value
 
     def doc_of(self, row: int) -> str:
         return self.doc_ids[self.doc_codes[row]]

@@ -50,6 +50,8 @@ WRITTEN = {
         ("char_end", pa.int64()), ("page_start", pa.int32()), ("page_end", pa.int32()),
         ("spans_json", pa.string()), ("segmenter", pa.string()),
         ("valid_from", TS), ("valid_to", TS),
+        # the document's OCR quality (issue 33); older generations lack them and read as nulls
+        ("ocr_quality", pa.float32()), ("ocr_quality_source", pa.string()),
     ]),
     "vectors": pa.schema([
         ("chunk_id", pa.string()), ("space_id", pa.string()), ("vector_digest", pa.string()),
