@@ -10,6 +10,8 @@ Read in one streaming pass on expat's callbacks: no element tree is built (a new
 defusedxml's defaults are: an entity declaration or an external entity reference refuses the
 file, a DOCTYPE without them is read. The output is the tree parser's, element for element
 (tests/ingest/alto_reference.py is that parser; tests/ingest/test_alto.py compares them).
+A gzipped file (known by its magic bytes) is inflated as it is read, within the size limit of
+the settings, and gives the document its uncompressed form gives.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from defusedxml.common import DefusedXmlException, EntitiesForbidden, ExternalRe
 
 from schemas.lineage import BBox, Element, ParsedDocument, ParsedPage, Revision
 from schemas.settings import ParseSettings
+from tasks.ingest.gunzip import InflateRefused, inflated_chunks, is_gzip
 from tasks.ingest.parse.errors import ParseRefused
 from tasks.ingest.parse.normalize import normalize_text
 
@@ -214,7 +217,14 @@ def parse_alto(data: bytes, revision: Revision, settings: ParseSettings) -> Pars
     parser.ExternalEntityRefHandler = _external_reference
     try:
         with gc_paused():
-            parser.Parse(data, True)
+            if is_gzip(data):
+                for chunk in inflated_chunks(data, settings.limits.max_bytes):
+                    parser.Parse(chunk, False)
+                parser.Parse(b"", True)
+            else:
+                parser.Parse(data, True)
+    except InflateRefused as exc:
+        raise ParseRefused(str(exc)) from None
     except DefusedXmlException as exc:
         raise ParseRefused(f"XML with entity or DTD declarations refused: {exc}") from None
     except expat.ExpatError as exc:
