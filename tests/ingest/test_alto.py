@@ -201,6 +201,21 @@ def test_a_read_page_is_handed_to_the_old_generation_not_scanned_as_new(reader):
     assert gc.isenabled()
 
 
+@pytest.mark.parametrize("reader", [parse, read_alto_page], ids=["lone", "package"])
+def test_a_read_page_is_freed_by_reference_counting_not_left_in_a_cycle(reader):
+    """Handed to the old generation, a page in a reference cycle would wait for a full
+    collection (rare while pages are read) after its document is dropped: memory would grow."""
+    gc.collect()
+    gc.disable()
+    try:
+        result = reader(fx.alto())
+        assert result is not None
+        del result
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
 def test_objects_someone_else_froze_stay_frozen():
     gc.freeze()
     try:

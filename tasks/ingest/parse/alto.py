@@ -246,6 +246,12 @@ def parse_alto(data: bytes, revision: Revision, settings: ParseSettings) -> Pars
         raise ParseRefused(f"XML with entity or DTD declarations refused: {exc}") from None
     except expat.ExpatError as exc:
         raise ParseRefused(f"malformed ALTO XML: {exc}") from None
+    finally:
+        # The handler refers to the parser, which holds it: a reference cycle, and through the
+        # parser `_read`'s closures hold the whole page. Broken here, the page is freed as soon
+        # as its document is dropped, not at a full collection (rare once gc_paused hands the
+        # page to the old generation).
+        parser.SkippedEntityHandler = None
     if root[0].lower() != "alto":
         raise ParseRefused(f"not ALTO: root element is <{root[0]}>")
     if not pages:
