@@ -180,10 +180,19 @@ def iter_record_export(export: Location, defaults: AccessDefaults,
         quarantined.append(Quarantined(uri=base, reason=f"unreadable{where}: {exc}"))
 
 
+def without_suffix(path: str) -> PurePosixPath:
+    """The path without its extension; a compressed file's (`page-0001.xml.gz`) without both, so it
+    names the same document its uncompressed form names."""
+    stem = PurePosixPath(path)
+    if stem.suffix.lower() == ".gz":
+        stem = stem.with_suffix("")
+    return stem.with_suffix("")
+
+
 def doc_id_from_path(file: Location, root: Location | None) -> str:
     """A folder's files are named by their path inside it; a lone file by its stem."""
     rel = file.relative_to(root) if root else file.name
-    return PurePosixPath(rel).with_suffix("").as_posix()
+    return without_suffix(str(rel)).as_posix()
 
 
 def file_input(file: Location, root: Location | None, defaults: AccessDefaults,
@@ -195,7 +204,7 @@ def file_input(file: Location, root: Location | None, defaults: AccessDefaults,
         source_id=doc_id, uri=source_uri(file), doc_id=doc_id,
         corpus=entry.corpus or defaults.corpus or "files", date=entry.date,
         tenant=entry.tenant or defaults.tenant, groups=sorted(set(entry.groups or defaults.groups)),
-        title=entry.title or PurePosixPath(file.name).stem, metadata=dict(entry.metadata),
+        title=entry.title or without_suffix(file.name).name, metadata=dict(entry.metadata),
         declared_media_type=None, valid_from=entry.valid_from, valid_to=entry.valid_to,
     )
     return PendingInput(source=source, location=file)

@@ -4,6 +4,9 @@ The name of a file is a claim; the bytes decide. A file whose bytes contradict i
 quarantined as disguised rather than handed to the wrong parser (text-like types — plain, HTML,
 XML — may stand for one another). Each binary format then gets its own check
 (tasks/ingest/content_checks.py): encrypted, malformed, over-limit or active content is refused.
+Gzip is an encoding, not a format: a gzip stream (known by its magic bytes, whatever the name)
+is inflated within the size limit and what it holds is inspected; only ALTO is read that way,
+as libraries deliver it (`page-0001.xml.gz`), and the parser inflates it again as a stream.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from schemas.lineage import RECORD_MEDIA_TYPE, Revision
 from schemas.package import ARTICLE_MEDIA_TYPE
 from schemas.settings import InspectionLimits
 from tasks.ingest.content_checks import check_docx, check_image, check_pdf, check_xml, page_count
+from tasks.ingest.gunzip import InflateRefused, inflate, is_gzip
 from tasks.progress import StageProgress
 from tasks.store.blobs import read_blob
 from tasks.store.layout import StoreLayout
@@ -28,6 +32,7 @@ from tasks.task_wrapper import as_task
 log = logging.getLogger(__name__)
 
 ALTO_MEDIA_TYPE = "application/alto+xml"
+GZIP_MEDIA_TYPE = "application/gzip"
 DOCX_MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 # What an extension claims; used only to detect disguised files.
@@ -59,6 +64,8 @@ def sniff_media_type(data: bytes) -> str:
         return "image/jpeg"
     if head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):  # TIFF, BigTIFF
         return "image/tiff"
+    if is_gzip(head):
+        return GZIP_MEDIA_TYPE
     if head.startswith(b"PK\x03\x04"):
         return DOCX_MEDIA_TYPE if is_word_archive(data) else "application/zip"
     if head.startswith(TEXT_BOMS):  # UTF-16/32 text is full of NULs, yet text
@@ -121,6 +128,15 @@ def inspect_revision(revision: Revision, data: bytes,
     if revision.media_type in (RECORD_MEDIA_TYPE, ARTICLE_MEDIA_TYPE):  # built by acquisition, not sniffed
         return revision, None
     sniffed = sniff_media_type(data)
+    if sniffed == GZIP_MEDIA_TYPE:
+        try:  # a bomb or a damaged stream stops here, before anything holds the inflated bytes
+            data = inflate(data, limits.max_bytes)
+        except InflateRefused as exc:
+            return refuse(str(exc))
+        sniffed = sniff_media_type(data)
+        if sniffed != ALTO_MEDIA_TYPE:
+            return refuse(f"gzip-compressed {sniffed}: of compressed files only ALTO is read; "
+                          "ingest the file it holds uncompressed")
     claimed = claimed_type(revision.uri)
     if claimed and not compatible(claimed, sniffed):
         return refuse(f"disguised file: named as {claimed} but its bytes are {sniffed}")

@@ -6,6 +6,7 @@ refusal another stage owns is not pinned here). Nothing of it is copied from els
 """
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import struct
@@ -17,6 +18,7 @@ from pathlib import Path
 import pymupdf
 
 from flows.make_sample import alto_xml, digital_pdf, encrypted_pdf, source_text
+from schemas.settings import InspectionLimits
 from tests.fixtures import make_samples as fx
 
 GOOD_TEXT = ("Délibération du conseil municipal. Le conseil vote la réparation du toit de l'école "
@@ -117,6 +119,13 @@ def alto_outside_page() -> bytes:
     return (text.replace('HPOS="', 'HPOS="-', 3).replace('VPOS="', 'VPOS="9', 5)).encode()
 
 
+def gzip_bomb(inflated: int = InspectionLimits().max_bytes + 1) -> bytes:
+    """A gzipped ALTO head, then 1 MiB members of spaces: past the size limit once inflated, in
+    a few hundred kilobytes (concatenated members are one gzip stream)."""
+    member = gzip.compress(b" " * (1 << 20), compresslevel=9)
+    return gzip.compress(fx.alto()[:200]) + member * (inflated // (1 << 20) + 1)
+
+
 def jsonl_export() -> bytes:
     lines = [
         json.dumps({"doc_id": "zoo-record-1", "corpus": "registres", "date": "1887-03-02",
@@ -153,6 +162,7 @@ def cases(resource_base: str) -> list[Case]:
         Case("bons/avis.html", html_with_scripts(resource_base), "published", doc_id="bons/avis"),
         Case("bons/xref-casse.pdf", broken_xref_pdf(), "published", doc_id="bons/xref-casse"),
         Case("bons/hors-page.xml", alto_outside_page(), "published", doc_id="bons/hors-page"),
+        Case("bons/page-0001.xml.gz", gzip.compress(fx.alto("affiche-1848")), "published", doc_id="bons/page-0001"),
         Case("export.jsonl", jsonl_export(), "published", doc_id="zoo-record-1"),
         # hostile inputs
         Case("pdf/confidentiel.pdf", encrypted_pdf(GOOD_TEXT), "quarantined", "encrypted PDF"),
@@ -171,6 +181,9 @@ def cases(resource_base: str) -> list[Case]:
         Case("archives/bombe.zip", zip_bomb(), "quarantined", "archives are not unpacked"),
         Case("alto/invalide.xml", alto_invalid_xml(), "quarantined", "malformed ALTO XML"),
         Case("alto/entites.xml", fx.alto_with_entities(), "quarantined", "<!DOCTYPE> declaration"),
+        Case("alto/bombe.xml.gz", gzip_bomb(), "quarantined", "gzip bomb: inflates beyond the limit"),
+        Case("alto/tronque.xml.gz", gzip.compress(fx.alto())[:1000], "quarantined",
+             "corrupt gzip: the compressed stream is truncated"),
         Case("doublons/a.txt", b"Premier texte du doublon.", "published", doc_id="doublon"),
         Case("doublons/b.txt", b"Second texte, meme identifiant.", "quarantined", "duplicate doc_id 'doublon'"),
         Case("doublons/sidecar.json", sidecar([

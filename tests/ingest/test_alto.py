@@ -1,6 +1,7 @@
 """ALTO XML is read directly: String CONTENT, HPOS/VPOS/WIDTH/HEIGHT and WC, no re-OCR."""
 from __future__ import annotations
 
+import gc
 import gzip
 from pathlib import Path
 
@@ -170,3 +171,57 @@ def test_the_package_reader_reads_the_words_the_tree_parser_reads(path: Path):
     for delivered in (data, gzip.compress(data)):
         blocks = read_alto_page(delivered).blocks.values()
         assert [(w.content, w.bbox, w.wc) for b in blocks for line in b.lines for w in line.words] == expected
+
+
+def collections_during(work) -> list[int]:
+    """The generations the cyclic collector collected while `work` ran."""
+    seen: list[int] = []
+
+    def note(phase: str, info: dict) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+    gc.collect()
+    gc.callbacks.append(note)
+    try:
+        work()
+    finally:
+        gc.callbacks.remove(note)
+    return seen
+
+
+@pytest.mark.parametrize("reader", [parse, read_alto_page], ids=["lone", "package"])
+def test_a_read_page_is_handed_to_the_old_generation_not_scanned_as_new(reader):
+    """A page's thousands of objects are output, not garbage: a young collection over them after
+    the parse was half its time in a process with a model loaded (docs/benchmarks.md)."""
+    data = alto_xml("\n\n".join(source_text(name) for name in ("courrier-canton-1902", "affiche-1848",
+                                                                  "note-service-1952"))).encode()
+    assert len(read_alto_page(data).blocks) > 10  # thousands of objects: a young collection would be due
+    assert gc.isenabled()
+    assert collections_during(lambda: reader(data)) == []
+    assert gc.isenabled()
+
+
+@pytest.mark.parametrize("reader", [parse, read_alto_page], ids=["lone", "package"])
+def test_a_read_page_is_freed_by_reference_counting_not_left_in_a_cycle(reader):
+    """Handed to the old generation, a page in a reference cycle would wait for a full
+    collection (rare while pages are read) after its document is dropped: memory would grow."""
+    gc.collect()
+    gc.disable()
+    try:
+        result = reader(fx.alto())
+        assert result is not None
+        del result
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+def test_objects_someone_else_froze_stay_frozen():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        parse(fx.alto())
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()

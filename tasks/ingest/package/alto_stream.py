@@ -8,21 +8,19 @@ confidence (Page/@PC) and BnF's "OCR BRUT nn %" processing note are kept.
 """
 from __future__ import annotations
 
-import gzip
-import io
 import re
 from dataclasses import dataclass, field
 
 from xml.parsers import expat
 
 from schemas.package import AltoBlock, AltoLine, AltoWord, Box
+from tasks.ingest.gunzip import InflateRefused, inflated_chunks, is_gzip
 from tasks.ingest.parse.alto import gc_paused
 
 # ALTO units per inch; pixels are converted at the resolution the page was scanned at.
 UNITS_PER_INCH = {"mm10": 254.0, "inch1200": 1200.0}
 DEFAULT_DPI = 300  # when neither the package nor the ALTO says (recorded as assumed)
 OCR_BRUT = re.compile(r"OCR\s+BRUT\s+([\d.,]+)\s*%", re.IGNORECASE)
-GZIP_MAGIC = b"\x1f\x8b"
 MAX_INFLATED = 512 << 20  # a gzipped page that inflates beyond this is refused (a bomb, not a page)
 
 
@@ -50,30 +48,6 @@ def _num(value: str | None) -> float | None:
         return float(value) if value not in (None, "") else None
     except ValueError:
         return None
-
-
-class _Limited(io.RawIOBase):
-    """A gzip stream that stops being read past MAX_INFLATED bytes."""
-
-    def __init__(self, inner):
-        self.inner, self.count = inner, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        data = self.inner.read(len(buffer))
-        self.count += len(data)
-        if self.count > MAX_INFLATED:
-            raise AltoError(f"gzipped ALTO inflates beyond {MAX_INFLATED >> 20} MiB")
-        buffer[:len(data)] = data
-        return len(data)
-
-
-def open_alto(data: bytes):
-    if data.startswith(GZIP_MAGIC):
-        return io.BufferedReader(_Limited(gzip.GzipFile(fileobj=io.BytesIO(data))))
-    return io.BytesIO(data)
 
 
 def _box(attrs: dict, scale: float, width: float | None, height: float | None) -> Box | None:
@@ -203,12 +177,13 @@ def read_alto_page(data: bytes, dpi: float = DEFAULT_DPI) -> AltoPage:
     parser.StartDoctypeDeclHandler = parser.EntityDeclHandler = _refuse_dtd
     parser.ExternalEntityRefHandler = _refuse_dtd
     try:
-        stream = open_alto(data)
         with gc_paused():  # its words and lines are thousands of objects, none of them garbage
-            parser.ParseFile(stream)
+            for chunk in inflated_chunks(data, MAX_INFLATED) if is_gzip(data) else (data,):
+                parser.Parse(chunk, False)
+            parser.Parse(b"", True)
     except expat.ExpatError as exc:
         raise AltoError(f"malformed ALTO XML: {expat.ErrorString(exc.code)} at line {exc.lineno}") from None
-    except (EOFError, OSError, gzip.BadGzipFile) as exc:  # a damaged gzip stream
+    except InflateRefused as exc:  # a damaged gzip stream, or a bomb
         raise AltoError(f"malformed ALTO XML: {exc}") from None
     if handler.root is None:
         raise AltoError("empty ALTO file")
