@@ -18,6 +18,7 @@ import numpy as np
 
 from schemas.embedding import EmbeddingInputTooLong, EmbeddingSpace
 from schemas.settings import EmbeddingSettings
+from tasks.token_counts import WordCounts, adds_over_words
 
 
 class Embedder(Protocol):
@@ -81,6 +82,9 @@ class SentenceTransformerEmbedder:
         # A fast tokenizer used from two threads at once fails ("Already borrowed"); tasks of
         # the local runner and concurrent questions share this process's one model.
         self._lock = threading.Lock()
+        backend = self._tokenizer.backend_tokenizer
+        # a word's count once, then looked up: chunking counts each page's words twice
+        self._word_counts = WordCounts(backend) if adds_over_words(backend) else None
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         if not texts:  # the tokenizer fails on an empty batch (IndexError), as a textless document gave it
@@ -91,6 +95,8 @@ class SentenceTransformerEmbedder:
             # sets both again before every encode, so clearing them here changes nothing else
             backend.no_truncation()
             backend.no_padding()
+            if self._word_counts is not None:
+                return self._word_counts(texts)
             encodings = backend.encode_batch_fast(texts, add_special_tokens=True)
         return [len(enc.ids) for enc in encodings]
 
