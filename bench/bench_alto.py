@@ -65,7 +65,7 @@ def parser_of(spec: str):
 
 def package_reader(data: bytes, revision, settings):
     """The issue-package path's reader (read_alto_page) in the parsers' calling shape."""
-    return read_alto_page(data)
+    return read_alto_page(data, max_bytes=settings.limits.max_bytes)
 
 
 PARSERS = ["tests.ingest.alto_reference:parse_alto", "tasks.ingest.parse.alto:parse_alto",

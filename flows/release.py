@@ -81,7 +81,8 @@ def build_and_publish(paths: list[str], options: ReleaseOptions, settings: Mabil
     with holding_release_slot(layout, settings), StageClock() as clock:
         base = serving_base(layout, settings.embedding)
         acquired = acquire(AcquireInput(sources=paths, defaults=access_defaults(options, settings), layout=layout,
-                                        storage=settings.storage, tombstones=base.tombstones, skip=options.defer))
+                                        storage=settings.storage, tombstones=base.tombstones, skip=options.defer,
+                                        limits=settings.limits))
         screened = inspect(acquired, layout, settings.limits)
         work = sort_changes(screened, base)
         parsed = parse(work, layout, runner.parsing(settings), runner.fan_out())

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.generation import Quarantined, Screened
 from schemas.lineage import RECORD_MEDIA_TYPE, Revision, SourceInput
-from schemas.settings import StorageSettings
+from schemas.settings import InspectionLimits, StorageSettings
 from schemas.validity import InvalidInstant, parse_interval
 from tasks.ingest.identifiers import doc_id_problem
 from tasks.ingest.package.inputs import Access, is_mets_file, lone_mets_inputs, package_inputs
@@ -218,9 +218,10 @@ def is_walked(rel: str) -> bool:
 
 
 def iter_folder(folder: Location, defaults: AccessDefaults, quarantined: list[Quarantined],
-                skip: Collection[str] = ()) -> Iterator[PendingInput]:
+                skip: Collection[str] = (), limits: InspectionLimits | None = None) -> Iterator[PendingInput]:
     """The folder's files (or the prefix's objects) in a stable order, each described by the
-    nearest sidecar that names it (see `tasks.ingest.sidecar`: every subfolder may hold one)."""
+    nearest sidecar that names it (see `tasks.ingest.sidecar`: every subfolder may hold one).
+    `limits.max_bytes` bounds what a package's gzipped ALTO page may inflate to, as for a lone file."""
     try:
         listed = {f.relative_to(folder): f for f in folder.files()}
     except OSError as exc:
@@ -244,7 +245,7 @@ def iter_folder(folder: Location, defaults: AccessDefaults, quarantined: list[Qu
     seen: dict[str, str] = {}
     # Issue packages (METS + ALTO) are read whole: their articles are the inputs, not their files
     articles, taken = package_inputs(by_rel, source_uri, Access(defaults.tenant, defaults.groups),
-                                     sidecars.describe, quarantined)
+                                     sidecars.describe, quarantined, (limits or InspectionLimits()).max_bytes)
     for source, data in articles:
         seen[source.doc_id] = source.uri
         yield PendingInput(source=source, data=data)
@@ -296,11 +297,15 @@ def is_record_export(name: str) -> bool:
 
 
 def iter_inputs(sources: Sequence[str | Path], defaults: AccessDefaults, quarantined: list[Quarantined],
-                storage: StorageSettings | None = None, skip: Collection[str] = ()) -> Iterator[PendingInput]:
+                storage: StorageSettings | None = None, skip: Collection[str] = (),
+                limits: InspectionLimits | None = None) -> Iterator[PendingInput]:
     """Expand the command-line inputs (paths, file:// and s3:// URIs) into inputs, in a stable order.
 
-    `storage` holds the endpoint and credentials for s3:// inputs (the warehouse's, by default).
+    `storage` holds the endpoint and credentials for s3:// inputs (the warehouse's, by default);
+    `limits` the run's inspection limits (the defaults when None): a package's gzipped ALTO page
+    inflating beyond `max_bytes` refuses its package, as a lone gzipped file is refused.
     """
+    limits = limits or InspectionLimits()
     taken: set[str] = set()  # files of a package named by its METS among the sources
     for source in sources:  # such a package first: it takes its ALTO even where they are named too
         try:
@@ -310,7 +315,7 @@ def iter_inputs(sources: Sequence[str | Path], defaults: AccessDefaults, quarant
             continue  # said below
         if lone_mets and source_uri(location) not in taken:
             articles, files = lone_mets_inputs(location, source_uri, Access(defaults.tenant, defaults.groups),
-                                               quarantined)
+                                               quarantined, limits.max_bytes)
             taken |= files
             yield from (PendingInput(source=src, data=data) for src, data in articles)
     for source in sources:
@@ -328,7 +333,7 @@ def iter_inputs(sources: Sequence[str | Path], defaults: AccessDefaults, quarant
             quarantined.append(Quarantined(uri=str(source), reason="path does not exist") if location.is_local
                                else Quarantined(uri=location.uri, reason=f"no object or prefix at {location.uri}"))
         elif not is_file:
-            yield from iter_folder(location, defaults, quarantined, skip)
+            yield from iter_folder(location, defaults, quarantined, skip, limits)
         elif is_record_export(location.name):
             yield from iter_record_export(location, defaults, quarantined)
         elif source_uri(location) in taken:
@@ -366,6 +371,7 @@ class AcquireInput(BaseModel):
     # documents deleted before: their revisions are refused here, before any parsing
     tombstones: TombstoneList = Field(default_factory=TombstoneList)
     skip: list[str] = Field(default_factory=list)  # URIs of folder files left for a later run
+    limits: InspectionLimits = Field(default_factory=InspectionLimits)  # the run's: packages' gzipped ALTO
 
 
 def acquire(job: AcquireInput) -> Screened:
@@ -373,7 +379,7 @@ def acquire(job: AcquireInput) -> Screened:
     quarantined: list[Quarantined] = []
     revisions: list[Revision] = []
     seen: dict[str, str] = {}
-    pending = list(iter_inputs(job.sources, job.defaults, quarantined, job.storage, set(job.skip)))
+    pending = list(iter_inputs(job.sources, job.defaults, quarantined, job.storage, set(job.skip), job.limits))
     with StageProgress("acquire", len(pending), "source") as progress:
         for item in pending:
             sid = item.source.source_id

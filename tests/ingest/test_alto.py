@@ -22,6 +22,11 @@ def parse(data: bytes):
     return parse_alto(data, fx.revision_for("journal.xml", data), MabillonSettings())
 
 
+def read_page(data: bytes):
+    """The package reader under the configured limit, as a package is read."""
+    return read_alto_page(data, max_bytes=MabillonSettings().limits.max_bytes)
+
+
 def test_committed_sample_is_what_the_generator_makes():
     committed = (SAMPLE_DIR / "courrier-canton-1902.xml").read_text(encoding="utf-8")
     assert committed == alto_xml(source_text("courrier-canton-1902"))
@@ -169,7 +174,7 @@ def test_the_package_reader_reads_the_words_the_tree_parser_reads(path: Path):
     expected = [(page.raw_text[e.char_start:e.char_end], e.bbox, e.confidence)
                 for e in page.elements if e.kind == "word"]
     for delivered in (data, gzip.compress(data)):
-        blocks = read_alto_page(delivered).blocks.values()
+        blocks = read_page(delivered).blocks.values()
         assert [(w.content, w.bbox, w.wc) for b in blocks for line in b.lines for w in line.words] == expected
 
 
@@ -189,19 +194,19 @@ def collections_during(work) -> list[int]:
     return seen
 
 
-@pytest.mark.parametrize("reader", [parse, read_alto_page], ids=["lone", "package"])
+@pytest.mark.parametrize("reader", [parse, read_page], ids=["lone", "package"])
 def test_a_read_page_is_handed_to_the_old_generation_not_scanned_as_new(reader):
     """A page's thousands of objects are output, not garbage: a young collection over them after
     the parse was half its time in a process with a model loaded (docs/benchmarks.md)."""
     data = alto_xml("\n\n".join(source_text(name) for name in ("courrier-canton-1902", "affiche-1848",
                                                                   "note-service-1952"))).encode()
-    assert len(read_alto_page(data).blocks) > 10  # thousands of objects: a young collection would be due
+    assert len(read_page(data).blocks) > 10  # thousands of objects: a young collection would be due
     assert gc.isenabled()
     assert collections_during(lambda: reader(data)) == []
     assert gc.isenabled()
 
 
-@pytest.mark.parametrize("reader", [parse, read_alto_page], ids=["lone", "package"])
+@pytest.mark.parametrize("reader", [parse, read_page], ids=["lone", "package"])
 def test_a_read_page_is_freed_by_reference_counting_not_left_in_a_cycle(reader):
     """Handed to the old generation, a page in a reference cycle would wait for a full
     collection (rare while pages are read) after its document is dropped: memory would grow."""

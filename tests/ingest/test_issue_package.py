@@ -15,24 +15,26 @@ import pytest
 from schemas.generation import Quarantined
 from schemas.lineage import Revision
 from schemas.package import ARTICLE_MEDIA_TYPE
-from schemas.settings import MabillonSettings
+from schemas.settings import InspectionLimits, MabillonSettings
 from tasks.ingest.acquire import AccessDefaults, iter_inputs
 from tasks.ingest.package.alto_stream import AltoError, read_alto_page
+from tasks.ingest.package.fixity import Expected, FixityError, verify
 from tasks.ingest.parse import parse_revision
 from tests.fixtures import newspaper_package as news
 
 NEWSPAPERS = Path(__file__).resolve().parents[2].parent / "shared" / "newspapers"
 GAULOIS = NEWSPAPERS / "europeana-bnf" / "Le-Gaulois" / "18840430_02_1"
 DEFAULTS = AccessDefaults(corpus=None, tenant="default", groups=("public",))
+LIMIT = 1 << 20  # a small configured size limit: a page inflating beyond it is cheap to make and to refuse
 
 needs_samples = pytest.mark.skipif(not NEWSPAPERS.exists(), reason=f"shared samples not found at {NEWSPAPERS}")
 
 
-def inputs(*paths: Path) -> tuple[dict[str, tuple], list[Quarantined]]:
+def inputs(*paths: Path, limits: InspectionLimits | None = None) -> tuple[dict[str, tuple], list[Quarantined]]:
     """doc_id → (SourceInput, bytes) of what acquisition makes of the paths, and what it refused."""
     quarantined: list[Quarantined] = []
     out = {}
-    for pending in iter_inputs([str(p) for p in paths], DEFAULTS, quarantined):
+    for pending in iter_inputs([str(p) for p in paths], DEFAULTS, quarantined, limits=limits):
         out[pending.source.doc_id] = (pending.source, pending.read())
     return out, quarantined
 
@@ -284,7 +286,7 @@ def test_alto_units_become_pixels(unit: str, factor: float):
             "</MeasurementUnit></Description><Layout><Page WIDTH='2400' HEIGHT='3600' PC='0.5'><PrintSpace>"
             "<TextBlock ID='B1'><TextLine><String CONTENT='Mairie' HPOS='120' VPOS='240' WIDTH='600' HEIGHT='120'"
             " WC='0.9'/><HYP CONTENT='-'/></TextLine></TextBlock></PrintSpace></Page></Layout></alto>").encode()
-    page = read_alto_page(gzip.compress(data))
+    page = read_alto_page(gzip.compress(data), max_bytes=LIMIT)
     assert (page.width, page.height, page.pc) == (2400 * factor, 3600 * factor, 0.5)
     line = page.blocks["B1"].lines[0]
     assert line.words[0].bbox == (120 * factor, 240 * factor, 720 * factor, 360 * factor) and line.hyphen == "-"
@@ -292,4 +294,34 @@ def test_alto_units_become_pixels(unit: str, factor: float):
 
 def test_a_gzip_that_is_not_alto_is_refused():
     with pytest.raises(AltoError, match="not ALTO"):
-        read_alto_page(gzip.compress(b"<mets xmlns='http://www.loc.gov/METS/'/>"))
+        read_alto_page(gzip.compress(b"<mets xmlns='http://www.loc.gov/METS/'/>"), max_bytes=LIMIT)
+
+
+def test_a_gzipped_page_inflating_beyond_the_configured_limit_refuses_its_package_and_the_batch_goes_on(
+        tmp_path: Path):
+    """The package path inflates within `limits.max_bytes`, the lone file's limit: one setting."""
+    bag = news.make_package(tmp_path / "bag", mets_checksums=False)
+    (bag / "manifest-sha256.txt").unlink()  # nothing records a checksum: the page is read, and refused
+    page2 = bag / "data" / "alto" / "00002.xml.gz"
+    page2.write_bytes(gzip.compress(gzip.decompress(page2.read_bytes()) + b" " * LIMIT))  # still good ALTO
+    (tmp_path / "note.txt").write_text("Une note d'archiviste sur la livraison.")
+    found, quarantined = inputs(tmp_path, limits=InspectionLimits(max_bytes=LIMIT))
+    assert [q.reason for q in quarantined] == [
+        f"issue package refused: ALTO p.2 (bag/data/alto/00002.xml.gz): gzip bomb: inflates beyond the limit of {LIMIT} bytes"]
+    assert quarantined[0].uri.endswith("data/mets.xml")
+    assert set(found) == {"note"}  # the rest of the batch
+    found, quarantined = inputs(tmp_path, limits=InspectionLimits(max_bytes=4 * LIMIT))  # a larger limit reads it
+    assert quarantined == [] and f"{news.PREFIX}/a002" in found
+
+
+def test_fixity_inflates_a_gzipped_delivery_within_the_configured_limit():
+    """A page gzipped by the deliverer, whose METS records the checksum of what it holds, is
+    hashed as it inflates: within the same limit, the file named in the reason."""
+    plain = b"<alto/>" + b" " * LIMIT
+    expected = Expected(path="ocr/X1.xml", algorithm="md5", digest=hashlib.md5(plain).hexdigest(),
+                        what="ALTO p.1", source="manifest.xml")
+    packed = gzip.compress(plain)
+    with pytest.raises(FixityError, match=rf"^fixity: ALTO p.1 \(ocr/X1.xml.gz\): gzip bomb: .* {LIMIT} bytes$"):
+        verify([expected], {"ocr/X1.xml.gz"}, lambda path: packed, LIMIT)
+    report = verify([expected], {"ocr/X1.xml.gz"}, lambda path: packed, 2 * LIMIT)
+    assert report.renamed == {"ocr/X1.xml": "ocr/X1.xml.gz"}

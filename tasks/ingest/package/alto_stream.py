@@ -21,7 +21,6 @@ from tasks.ingest.parse.alto import gc_paused
 UNITS_PER_INCH = {"mm10": 254.0, "inch1200": 1200.0}
 DEFAULT_DPI = 300  # when neither the package nor the ALTO says (recorded as assumed)
 OCR_BRUT = re.compile(r"OCR\s+BRUT\s+([\d.,]+)\s*%", re.IGNORECASE)
-MAX_INFLATED = 512 << 20  # a gzipped page that inflates beyond this is refused (a bomb, not a page)
 
 
 class AltoError(ValueError):
@@ -166,8 +165,11 @@ def _refuse_dtd(*_args) -> None:
     raise AltoError("XML with a DTD or entity declarations refused")
 
 
-def read_alto_page(data: bytes, dpi: float = DEFAULT_DPI) -> AltoPage:
-    """The page's size, confidences and TextBlocks (a multi-page ALTO's blocks are all kept)."""
+def read_alto_page(data: bytes, dpi: float = DEFAULT_DPI, *, max_bytes: int) -> AltoPage:
+    """The page's size, confidences and TextBlocks (a multi-page ALTO's blocks are all kept).
+
+    `max_bytes`: the configured size limit (`limits.max_bytes`, as for a lone file); a gzipped
+    page that inflates beyond it is refused as a bomb."""
     handler = _Handler(dpi)
     parser = expat.ParserCreate()
     parser.buffer_text = True
@@ -178,13 +180,13 @@ def read_alto_page(data: bytes, dpi: float = DEFAULT_DPI) -> AltoPage:
     parser.ExternalEntityRefHandler = _refuse_dtd
     try:
         with gc_paused():  # its words and lines are thousands of objects, none of them garbage
-            for chunk in inflated_chunks(data, MAX_INFLATED) if is_gzip(data) else (data,):
+            for chunk in inflated_chunks(data, max_bytes) if is_gzip(data) else (data,):
                 parser.Parse(chunk, False)
             parser.Parse(b"", True)
     except expat.ExpatError as exc:
         raise AltoError(f"malformed ALTO XML: {expat.ErrorString(exc.code)} at line {exc.lineno}") from None
-    except InflateRefused as exc:  # a damaged gzip stream, or a bomb
-        raise AltoError(f"malformed ALTO XML: {exc}") from None
+    except InflateRefused as exc:  # a damaged gzip stream, or a bomb: it says which
+        raise AltoError(str(exc)) from None
     if handler.root is None:
         raise AltoError("empty ALTO file")
     if handler.page.n_pages == 0:

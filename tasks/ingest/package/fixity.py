@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tasks.ingest.gunzip import InflateRefused, inflated_chunks
-from tasks.ingest.package.alto_stream import MAX_INFLATED
 
 # METS CHECKSUMTYPE values (and BagIt names) → hashlib names
 ALGORITHMS = {"md5": "md5", "sha-1": "sha1", "sha1": "sha1", "sha-256": "sha256", "sha256": "sha256",
@@ -80,10 +79,12 @@ def read_checksum_manifest(text: str, manifest_path: str, default_algorithm: str
     return out
 
 
-def verify(expected: Iterable[Expected], delivered: set[str], read: Callable[[str], bytes]) -> FixityReport:
+def verify(expected: Iterable[Expected], delivered: set[str], read: Callable[[str], bytes],
+           max_bytes: int) -> FixityReport:
     """Check each expectation against the delivered bytes; raises FixityError on the first mismatch.
 
-    `read(path)` gives a delivered file's bytes (read once per file, hashed once per algorithm)."""
+    `read(path)` gives a delivered file's bytes (read once per file, hashed once per algorithm);
+    a gzipped file whose checksum is that of what it holds is inflated within `max_bytes`."""
     report = FixityReport()
     digests: dict[tuple[str, str], str] = {}
     cache: dict[str, bytes] = {}
@@ -110,7 +111,7 @@ def verify(expected: Iterable[Expected], delivered: set[str], read: Callable[[st
                 if digest_of(twin, exp.algorithm) != exp.digest:
                     inflated = hashlib.new(exp.algorithm)
                     try:  # hashed as it inflates, within the limit: a bomb is never held whole
-                        for chunk in inflated_chunks(read(twin), MAX_INFLATED):
+                        for chunk in inflated_chunks(read(twin), max_bytes):
                             inflated.update(chunk)
                     except InflateRefused as exc:
                         raise FixityError(f"fixity: {exp.what} ({twin}): {exc}") from None

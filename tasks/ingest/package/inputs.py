@@ -51,8 +51,9 @@ def _head(location: Location) -> bytes:
 
 def package_inputs(by_rel: dict[str, Location], uri_of: Callable[[Location], str], access: Access,
                    describe: Callable[[str], tuple[SidecarEntry | None, str | None]],
-                   quarantined: list[Quarantined]) -> tuple[list[tuple[SourceInput, bytes]], set[str]]:
-    """The inputs of the packages among `by_rel` (relative path → file) and the paths they took."""
+                   quarantined: list[Quarantined], max_bytes: int) -> tuple[list[tuple[SourceInput, bytes]], set[str]]:
+    """The inputs of the packages among `by_rel` (relative path → file) and the paths they took;
+    `max_bytes` is the configured size limit (`limits.max_bytes`) a gzipped ALTO page may inflate to."""
     rels = list(by_rel)
     packages, unreadable = find_packages(rels, lambda r: _head(by_rel[r]), lambda r: by_rel[r].read_bytes())
     taken: set[str] = set()
@@ -61,7 +62,7 @@ def package_inputs(by_rel: dict[str, Location], uri_of: Callable[[Location], str
         taken.add(rel)
     out: list[tuple[SourceInput, bytes]] = []
     for pkg in packages:
-        out.extend(_one_package(pkg, by_rel, rels, uri_of, access, describe, quarantined))
+        out.extend(_one_package(pkg, by_rel, rels, uri_of, access, describe, quarantined, max_bytes))
         taken |= pkg.files  # after reading: files found under another name by their checksum too
     return out, taken
 
@@ -74,7 +75,7 @@ def is_mets_file(location: Location) -> bool:
 
 
 def lone_mets_inputs(mets: Location, uri_of: Callable[[Location], str], access: Access,
-                     quarantined: list[Quarantined]) -> tuple[list[tuple[SourceInput, bytes]], set[str]]:
+                     quarantined: list[Quarantined], max_bytes: int) -> tuple[list[tuple[SourceInput, bytes]], set[str]]:
     """A METS named on its own (or among a list of its files): the package it roots, read from its
     folder (the files it lists, nothing else there); and the URIs of the files it took."""
     folder = mets._at(mets.path.rstrip("/").rsplit("/", 1)[0])
@@ -90,12 +91,13 @@ def lone_mets_inputs(mets: Location, uri_of: Callable[[Location], str], access: 
         reason = unreadable.get(mets.name) or "a METS without pages of ALTO is not an issue package"
         quarantined.append(Quarantined(uri=uri_of(mets), reason=reason))
         return [], {uri_of(mets)}
-    found = list(_one_package(pkg, by_rel, rels, uri_of, access, lambda rel: (None, None), quarantined))
+    found = list(_one_package(pkg, by_rel, rels, uri_of, access, lambda rel: (None, None), quarantined,
+                              max_bytes))
     return found, {uri_of(by_rel[r]) for r in pkg.files}
 
 
 def _one_package(pkg: FoundPackage, by_rel: dict[str, Location], rels: list[str], uri_of, access: Access,
-                 describe, quarantined: list[Quarantined]) -> Iterator[tuple[SourceInput, bytes]]:
+                 describe, quarantined: list[Quarantined], max_bytes: int) -> Iterator[tuple[SourceInput, bytes]]:
     mets = by_rel[pkg.root.path]
     uri = uri_of(mets)
     entry, refusal = describe(pkg.root.path)
@@ -116,7 +118,7 @@ def _one_package(pkg: FoundPackage, by_rel: dict[str, Location], rels: list[str]
             texts[rel] = by_rel[rel].read_bytes()
         return texts[rel]
     try:
-        records = read_package(pkg, rels, read, overrides, walked.parts[1:])
+        records = read_package(pkg, rels, read, overrides, walked.parts[1:], max_bytes=max_bytes)
     except PackageRefused as exc:
         quarantined.append(Quarantined(uri=uri, reason=f"issue package refused: {exc}"))
         return

@@ -247,14 +247,15 @@ def _usable_title(title: str | None) -> str | None:
 
 
 def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Overrides = Overrides(),
-                 above: tuple[str, ...] = ()) -> list[ArticleRecord]:
+                 above: tuple[str, ...] = (), *, max_bytes: int) -> list[ArticleRecord]:
     """The package's documents; raises PackageRefused (fixity, an unreadable page) for the whole package.
 
-    `above`: names of the folders holding the walked one (the last resort for a newspaper's name)."""
+    `above`: names of the folders holding the walked one (the last resort for a newspaper's name);
+    `max_bytes`: the configured size limit a gzipped ALTO page may inflate to."""
     delivered = set(rels)
     alto_paths = _alto_paths(pkg)
     try:
-        report = verify(_expected(pkg, alto_paths, rels, read), delivered, read)
+        report = verify(_expected(pkg, alto_paths, rels, read), delivered, read, max_bytes)
     except FixityError as exc:
         raise PackageRefused(str(exc)) from None
     except OSError as exc:
@@ -284,7 +285,7 @@ def read_package(pkg: FoundPackage, rels: list[str], read: Reader, overrides: Ov
                                      "the issue is incomplete")
             try:
                 data = read(actual)
-                alto = read_alto_page(data)
+                alto = read_alto_page(data, max_bytes=max_bytes)
             except AltoError as exc:
                 raise PackageRefused(f"ALTO p.{number} ({actual}): {exc}") from None
             except OSError as exc:
