@@ -100,6 +100,12 @@ class SentenceTransformerEmbedder:
             encodings = backend.encode_batch_fast(texts, add_special_tokens=True)
         return [len(enc.ids) for enc in encodings]
 
+    def forget_word_counts(self) -> None:
+        """Count every word anew (bench/bench_alto.py's cold case); nothing to forget otherwise."""
+        if self._word_counts is not None:
+            with self._lock:
+                self._word_counts.forget()
+
     def _encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.space.dim), dtype=np.float32)

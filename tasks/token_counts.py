@@ -54,6 +54,10 @@ class WordCounts:
         self._specials = backend.num_special_tokens_to_add(False)  # [CLS] and [SEP] around one text
         self._words: dict[str, int] = {}
 
+    def forget(self) -> None:
+        """Every word counted anew from now on (the bench's cold case: a page of unseen words)."""
+        self._words.clear()
+
     def __call__(self, texts: list[str]) -> list[int]:
         words = self._words
         split = [_WORD.findall(t) for t in texts]
