@@ -46,8 +46,9 @@ def weights_digest(files: list[Path]) -> str:
     return _digest_files(tuple(sorted(str(f) for f in files)))
 
 
-def check_limits(embedder: Embedder, texts: list[str], ids: list[str] | None = None) -> list[int]:
-    counts = embedder.count_tokens(texts)
+def check_limits(embedder: Embedder, texts: list[str], ids: list[str] | None = None,
+                 counts: list[int] | None = None) -> list[int]:
+    counts = embedder.count_tokens(texts) if counts is None else counts
     limit = embedder.space.max_input_tokens
     for i, n in enumerate(counts):
         if n > limit:
@@ -100,6 +101,18 @@ class SentenceTransformerEmbedder:
             encodings = backend.encode_batch_fast(texts, add_special_tokens=True)
         return [len(enc.ids) for enc in encodings]
 
+    def _exact_counts(self, texts: list[str]) -> list[int]:
+        """Each text tokenized whole: the guard before the model, which would truncate silently
+        what is over its limit, does not rest on the word-count cache that chunking uses."""
+        if not texts:
+            return []
+        backend = self._tokenizer.backend_tokenizer
+        with self._lock:
+            backend.no_truncation()
+            backend.no_padding()
+            encodings = backend.encode_batch_fast(texts, add_special_tokens=True)
+        return [len(enc.ids) for enc in encodings]
+
     def forget_word_counts(self) -> None:
         """Count every word anew (bench/bench_alto.py's cold case); nothing to forget otherwise."""
         if self._word_counts is not None:
@@ -115,12 +128,12 @@ class SentenceTransformerEmbedder:
         return vecs.astype(np.float32)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        check_limits(self, texts)
+        check_limits(self, texts, counts=self._exact_counts(texts))
         return self._encode(texts)
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         # A query longer than the limit is refused too: the caller shortens it, not the model.
-        check_limits(self, texts)
+        check_limits(self, texts, counts=self._exact_counts(texts))
         return self._encode(texts)
 
 

@@ -67,3 +67,24 @@ def test_a_tokenizer_whose_counts_depend_on_the_neighbours_is_counted_whole():
     metaspace = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     metaspace.pre_tokenizer = pre_tokenizers.Metaspace()  # "▁" marks a word's start: not per word
     assert not adds_over_words(metaspace)
+
+
+def test_the_guard_before_the_model_counts_whole_texts_not_through_the_word_cache(minilm, monkeypatch):
+    """Chunking's counts come from the cache; what the model is given is counted whole, so a
+    wrong cache could make chunks too long but never have the model truncate one silently."""
+    from schemas.embedding import EmbeddingInputTooLong
+
+    class Undercounting:
+        def __call__(self, texts):
+            return [1 for _ in texts]
+
+        def forget(self):
+            pass
+
+    monkeypatch.setattr(minilm, "_word_counts", Undercounting())
+    too_long = "délibération " * (minilm.space.max_input_tokens + 10)
+    assert minilm.count_tokens([too_long]) == [1]  # the (broken) cache says it fits
+    with pytest.raises(EmbeddingInputTooLong):
+        minilm.embed_documents([too_long])
+    with pytest.raises(EmbeddingInputTooLong):
+        minilm.embed_queries([too_long])
