@@ -636,8 +636,11 @@ def serve_reading_room(settings: MabillonSettings, host: str, port: int,
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, interrupt)
-    # a stop waits at most this long for questions still being answered
+    # a stop waits at most this long for questions still being answered. Idle connections are
+    # kept 75 s (nginx's default), not uvicorn's 5 s: a client that keeps them 5 s too (httpx)
+    # sent its next request on one the room was closing at that moment and was reset (a test
+    # after an idle moment, in a full run); clients let theirs go first, browsers retry.
     config = uvicorn.Config(create_app(settings, prefect_ready=prefect_ready), host=host, port=port,
                             log_level="warning", access_log=False, proxy_headers=False,
-                            timeout_graceful_shutdown=10)
+                            timeout_graceful_shutdown=10, timeout_keep_alive=75)
     uvicorn.Server(config).run()
