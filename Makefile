@@ -46,7 +46,8 @@ demo: setup
 PYTEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 # The fast tests wait on in-process servers and disk more than the slow ones: on two workers the
-# cores were 78 % busy (257 s on three, 91 % busy, against 294 s on two; December 2026)
+# cores were 78 % busy, on three 91 % (fresh clones, December 2026: 286 s on three against 294 s
+# on two; 257 s on three in a warm checkout)
 PYTEST_FAST_WORKERS ?= 3
 
 test: setup
