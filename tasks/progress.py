@@ -1,5 +1,5 @@
 """Progress of long stages: on a terminal a bar, elsewhere a line now and then (logged), and
-inside a flow run a Prefect artifact.
+inside a flow run a Prefect artifact once the stage has run long enough to be watched.
 
 Whether a person is watching is the caller's to say, through this module's logger: the CLI
 enables it at INFO (`mabillon ingest` shows "parse: 12/40 pages" on stderr) and leaves it off
@@ -11,6 +11,11 @@ import sys
 import time
 
 REPORT_EVERY_S = 2.0  # seconds between two progress lines of one stage (the last one always comes)
+# A stage over before this has no progress artifact: nobody watches a bar fill in a second, and
+# each artifact costs the Prefect server its create, its updates and their events (a small
+# release's progress artifacts were most of its API calls). Its outcome is in the run's tables.
+ARTIFACT_AFTER_S = 2.0
+clock = time.monotonic  # a module seam: a test moves a stage's time on without waiting it out
 
 from tqdm import tqdm
 
@@ -28,17 +33,14 @@ class StageProgress:
         self._bar = tqdm(total=total, desc=stage, unit=unit, disable=not show,
                          file=sys.stderr, leave=False, dynamic_ncols=True)
         self._artifact_id = None
-        self._last_update = 0.0
-        self._last_line = time.monotonic()
+        self._in_run = False
+        self._started = self._last_update = self._last_line = clock()
 
     def __enter__(self) -> "StageProgress":
         try:
-            from prefect.artifacts import create_progress_artifact
-            from prefect.context import TaskRunContext, FlowRunContext
+            from prefect.context import FlowRunContext, TaskRunContext
 
-            if (TaskRunContext.get() or FlowRunContext.get()) and self.total:
-                self._artifact_id = create_progress_artifact(
-                    progress=0.0, description=f"{self.stage}: 0/{self.total}")
+            self._in_run = bool((TaskRunContext.get() or FlowRunContext.get()) and self.total)
         except Exception as exc:  # progress must never break a release
             log.debug("no progress artifact: %s", exc)
         return self
@@ -46,20 +48,32 @@ class StageProgress:
     def advance(self, n: int = 1) -> None:
         self.done += n
         self._bar.update(n)
-        now = time.monotonic()
+        now = clock()
         if self._lines and (now - self._last_line >= REPORT_EVERY_S or self.done >= self.total):
             self._last_line = now
             log.info("%s: %d/%d %s%s", self.stage, min(self.done, self.total), self.total, self.unit,
                      "" if self.total == 1 else "s")
-        if self._artifact_id is not None and (now - self._last_update > 2 or self.done >= self.total):
+        if not self._in_run:
+            return
+        if self._artifact_id is None:
+            if now - self._started >= ARTIFACT_AFTER_S:
+                self._artifact_id = self._artifact("create_progress_artifact")
+                self._last_update = now
+        elif now - self._last_update >= REPORT_EVERY_S or self.done >= self.total:
             self._last_update = now
-            try:
-                from prefect.artifacts import update_progress_artifact
+            self._artifact("update_progress_artifact", self._artifact_id)
 
-                update_progress_artifact(self._artifact_id, progress=100.0 * self.done / self.total,
-                                         description=f"{self.stage}: {self.done}/{self.total}")
-            except Exception as exc:
-                log.debug("progress update failed: %s", exc)
+    def _artifact(self, call: str, *args):
+        """A progress artifact created or updated at done/total; None if Prefect refused it."""
+        try:
+            import prefect.artifacts
+
+            return getattr(prefect.artifacts, call)(
+                *args, progress=100.0 * min(self.done, self.total) / self.total,
+                description=f"{self.stage}: {min(self.done, self.total)}/{self.total}")
+        except Exception as exc:  # progress must never break a release
+            log.debug("progress artifact: %s", exc)
+            return None
 
     def __exit__(self, *exc) -> None:
         self._bar.close()

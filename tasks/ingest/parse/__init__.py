@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -17,42 +18,44 @@ from importlib.metadata import PackageNotFoundError, version
 from schemas.lineage import RECORD_MEDIA_TYPE, ParsedDocument, Revision
 from schemas.package import ARTICLE_MEDIA_TYPE
 from schemas.settings import OcrSettings, ParseSettings
-from tasks.ingest.parse.alto import parse_alto
-from tasks.ingest.parse.article import parse_article
-from tasks.ingest.parse.docx import parse_docx
-from tasks.ingest.parse.errors import ParseRefused
-from tasks.ingest.parse.html import parse_html
-from tasks.ingest.parse.image import parse_image
-from tasks.ingest.parse.ocr import OCR_STOPPED
-from tasks.ingest.parse.pdf import parse_pdf
-from tasks.ingest.parse.plaintext import parse_plaintext
-from tasks.ingest.parse.export_record import parse_record
+from tasks.ingest.parse.errors import OCR_STOPPED, ParseRefused
 
 Parser = Callable[[bytes, Revision, ParseSettings], ParsedDocument]
 PagedParser = Callable[[bytes, Revision, ParseSettings, Sequence[int] | None], ParsedDocument]
 
-PAGED_PARSERS: dict[str, PagedParser] = {
-    "application/pdf": parse_pdf,
-    "image/png": parse_image,
-    "image/jpeg": parse_image,
-    "image/tiff": parse_image,
+# Each parser by where it lives, imported at its first use: a process that reads exports only
+# (or deletes, or promotes, which import chunking) loads neither pymupdf nor docling.
+PAGED_PARSERS: dict[str, str] = {
+    "application/pdf": "tasks.ingest.parse.pdf:parse_pdf",
+    "image/png": "tasks.ingest.parse.image:parse_image",
+    "image/jpeg": "tasks.ingest.parse.image:parse_image",
+    "image/tiff": "tasks.ingest.parse.image:parse_image",
 }
-PARSERS: dict[str, Parser] = {
-    RECORD_MEDIA_TYPE: parse_record,
-    ARTICLE_MEDIA_TYPE: parse_article,
-    "text/plain": parse_plaintext,
-    "text/html": parse_html,
-    "application/alto+xml": parse_alto,
-    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": parse_docx,
+PARSERS: dict[str, str] = {
+    RECORD_MEDIA_TYPE: "tasks.ingest.parse.export_record:parse_record",
+    ARTICLE_MEDIA_TYPE: "tasks.ingest.parse.article:parse_article",
+    "text/plain": "tasks.ingest.parse.plaintext:parse_plaintext",
+    "text/html": "tasks.ingest.parse.html:parse_html",
+    "application/alto+xml": "tasks.ingest.parse.alto:parse_alto",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "tasks.ingest.parse.docx:parse_docx",
     **PAGED_PARSERS,
 }
+
+
+@functools.cache
+def _load(where: str) -> Callable:
+    module, name = where.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 # docling's converters are shared per process and not known to be thread-safe; with the local
 # runner, parse tasks run on threads. (pymupdf has its own lock in pdf.py; OCR runs outside both.)
 _UNPAGED_LOCK = threading.Lock()
 
 
 def parser_for(media_type: str) -> Parser | None:
-    return PARSERS.get(media_type)
+    where = PARSERS.get(media_type)
+    return _load(where) if where else None
 
 
 def is_paged(media_type: str) -> bool:
@@ -63,10 +66,9 @@ def parse_revision(data: bytes, revision: Revision, settings: ParseSettings,
                    pages: Sequence[int] | None = None) -> ParsedDocument:
     """The revision's pages (1-based `pages` of a paged format only; None: all of them)."""
     if pages is not None:
-        paged = PAGED_PARSERS.get(revision.media_type)
-        if paged is None:
+        if revision.media_type not in PAGED_PARSERS:
             raise ValueError(f"{revision.media_type} has no pages to select")
-        return paged(data, revision, settings, pages)
+        return _load(PAGED_PARSERS[revision.media_type])(data, revision, settings, pages)
     parser = parser_for(revision.media_type)
     if parser is None:
         raise ParseRefused(f"no parser for media type {revision.media_type}")

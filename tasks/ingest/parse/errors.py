@@ -1,6 +1,10 @@
 """The refusal a parser raises; in its own module so parsers can raise it without import cycles."""
 from __future__ import annotations
 
+# How a page whose OCR ran out of time says so (its empty_reason starts with it): a refusal of
+# the machine's load, not of the page.
+OCR_STOPPED = "OCR stopped after"
+
 
 class ParseRefused(ValueError):
     """The bytes cannot be parsed into text; the reason is recorded in quarantine.

@@ -32,6 +32,7 @@ import tesserocr
 
 from schemas.lineage import Element, ParsedPage
 from schemas.settings import OcrSettings
+from tasks.ingest.parse.errors import OCR_STOPPED
 from tasks.ingest.parse.normalize import normalize_text
 from tasks.ingest.render import PageRender
 
@@ -49,9 +50,6 @@ clock = time.monotonic
 # the filter's passes (16 rows: 13 ms for an A4 page at 300 dpi, 3× faster than whole-page passes).
 _DENOISE_BAND = 16
 
-
-# How a page whose OCR ran out of time says so: a refusal of the machine's load, not of the page.
-OCR_STOPPED = "OCR stopped after"
 
 
 class OcrUnavailable(Exception):
