@@ -66,14 +66,17 @@ def test_promote_refuses_unknown_generations_and_rollback_needs_a_predecessor(tw
         rollback(RollbackParams(), settings=settings)  # g0001 is the first ever served
 
 
-def _ingest_process(home: Path, export: Path, prefect_home: Path) -> subprocess.Popen:
-    env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(prefect_home))
+def _ingest_process(home: Path, export: Path, prefect_home: Path, prefect: dict[str, str]) -> subprocess.Popen:
+    # both report to the session's server (cli_prefect): a temporary server each, on a new
+    # database, would cost more than the publish under test
+    env = dict(os.environ, MABILLON_HOME=str(home), PREFECT_HOME=str(prefect_home), **prefect)
     return subprocess.Popen([sys.executable, "-m", "flows.cli", "ingest", str(export), "--json"],
                             cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 @pytest.mark.slow
-def test_two_concurrent_publishes_serialise_and_never_tear_the_routing_record(tmp_path: Path, home: Path):
+def test_two_concurrent_publishes_serialise_and_never_tear_the_routing_record(tmp_path: Path, home: Path,
+                                                                          cli_prefect):
     layout = StoreLayout.from_settings(settings_for(home))
     release(paths=[str(write_records(tmp_path / "seed.jsonl", SAMPLE_RECORDS[:1]))], settings=settings_for(home))
     a = write_records(tmp_path / "a.jsonl", SAMPLE_RECORDS[1:3])
@@ -88,7 +91,8 @@ def test_two_concurrent_publishes_serialise_and_never_tear_the_routing_record(tm
 
     watcher = threading.Thread(target=watch)
     watcher.start()
-    procs = [_ingest_process(home, a, tmp_path / "pa"), _ingest_process(home, b, tmp_path / "pb")]
+    procs = [_ingest_process(home, export, tmp_path / f"prefect-{n}", cli_prefect.client_env())
+             for n, export in enumerate((a, b))]
     outs = [p.communicate(timeout=900) for p in procs]
     stop.set()
     watcher.join()
