@@ -300,7 +300,9 @@ def _serve(max_open_files: int) -> None:
     os.close(devnull)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(max_open_files, hard), hard))
-    import tasks.ingest.parse  # noqa: F401  (loaded once per child, before the first limit)
+    from tasks.ingest.parse import load_parsers
+
+    load_parsers()  # every parser loaded once per child, before the first limit
 
     while True:
         try:
