@@ -300,15 +300,16 @@ def _serve(max_open_files: int) -> None:
     os.close(devnull)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(max_open_files, hard), hard))
-    from tasks.ingest.parse import load_parsers
-
-    load_parsers()  # every parser loaded once per child, before the first limit
+    from tasks.ingest.parse import parser_for
 
     while True:
         try:
             entry, data, revision, settings, pages, (max_memory, max_cpu_s) = _receive(requests)
         except EOFError:
             return
+        # the file's parser is imported before its limit: a library mapped under the cap fails
+        # to load (and a child that reads only exports never loads pymupdf or docling)
+        parser_for(revision.media_type)
         _limit_next_file(max_memory, max_cpu_s)
         try:
             reply: tuple[str, Any] = ("ok", call_parser(entry, data, revision, settings, pages))

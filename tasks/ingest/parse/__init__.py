@@ -53,13 +53,6 @@ def _load(where: str) -> Callable:
 _UNPAGED_LOCK = threading.Lock()
 
 
-def load_parsers() -> None:
-    """Import every parser now: for a process that must not import later (the parser sandbox's
-    child caps its address space before each file, and a library mapped after that fails)."""
-    for where in set(PARSERS.values()):
-        _load(where)
-
-
 def parser_for(media_type: str) -> Parser | None:
     where = PARSERS.get(media_type)
     return _load(where) if where else None
