@@ -82,3 +82,22 @@ def test_a_bigtiff_is_inspected_and_read():
     assert refused is None, refused
     page = parse_image(data, accepted, ParseSettings()).pages[0]
     assert "Registre" in page.raw_text and "municipales" in page.raw_text, page.raw_text
+
+
+@pytest.mark.parametrize(("error", "becomes"), [
+    ("out of memory when reading image file", MemoryError),  # PIL's decoder status -9
+    ("broken data stream when reading image file", None),
+])
+def test_a_decoder_out_of_memory_is_the_memory_limit_not_a_malformed_image(monkeypatch, error, becomes):
+    """A decoder that could not allocate met the parse's memory limit: a refusal "malformed
+    image" would be remembered as lasting for a file nothing is wrong with."""
+    from tasks.ingest.parse import image
+    from tasks.ingest.parse.errors import ParseRefused
+
+    def failing(*_):
+        raise OSError(error)
+    monkeypatch.setattr(image, "image_pages", failing)
+    data = b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(becomes or ParseRefused) as raised:
+        parse_image(data, revision_for("page.png", data, "image/png"), ParseSettings())
+    assert becomes or str(raised.value) == f"malformed image: {error}"

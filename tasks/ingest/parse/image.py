@@ -24,6 +24,10 @@ def parse_image(data: bytes, revision: Revision, settings: ParseSettings,
     except UnidentifiedImageError:  # its message names a BytesIO object, which tells the reader nothing
         raise ParseRefused("malformed image: the header cannot be read (corrupt or truncated)") from None
     except (OSError, SyntaxError, Image.DecompressionBombError) as exc:
+        if isinstance(exc, OSError) and "out of memory" in str(exc):
+            # PIL's decoder failing to allocate (its status -9): the memory limit was met, not a
+            # fault of the file, whose refusal would be remembered as lasting
+            raise MemoryError(str(exc)) from None
         # PIL reports truncated or corrupt image data as OSError (SyntaxError for some TIFFs).
         raise ParseRefused(f"malformed image: {exc}") from None
     if not parsed:
