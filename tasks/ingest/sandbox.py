@@ -28,7 +28,7 @@ a reply is ("ok", ParsedDocument) | ("refused", reason) | ("memory", detail) | (
 from __future__ import annotations
 
 import atexit
-import importlib
+import pkgutil
 import logging
 import os
 import pickle
@@ -89,8 +89,7 @@ def parse_untrusted(data: bytes, revision: Revision, settings: ParseSettings,
 
 
 def resolve(entry: str):
-    module, _, name = entry.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return pkgutil.resolve_name(entry)  # "module:function"
 
 
 def call_parser(entry: str, data: bytes, revision: Revision, settings: ParseSettings,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import json
+import pkgutil
 import threading
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -44,8 +44,7 @@ PARSERS: dict[str, str] = {
 
 @functools.cache
 def _load(where: str) -> Callable:
-    module, name = where.split(":")
-    return getattr(importlib.import_module(module), name)
+    return pkgutil.resolve_name(where)
 
 
 # docling's converters are shared per process and not known to be thread-safe; with the local
