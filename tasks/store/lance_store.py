@@ -7,10 +7,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-import lancedb
 import pyarrow as pa
 
+from tasks.store.lance_rest_client import defer_rest_client
 from tasks.store.layout import CHUNKS_TABLE, StoreLayout
+
+defer_rest_client()  # before lancedb: its REST client's API modules load only if used
+import lancedb  # noqa: E402
 
 
 def connect(layout: StoreLayout, session: lancedb.Session | None = None) -> lancedb.DBConnection:
