@@ -227,6 +227,10 @@ def test_objects_someone_else_froze_stay_frozen():
         frozen = gc.get_freeze_count()
         assert frozen > 0
         parse(fx.alto())
-        assert gc.get_freeze_count() == frozen and gc.isenabled()
+        # Frozen objects that die leave the count: a thread another test left in this process
+        # may free some meanwhile (108 of 1,251,534 in one run). Undone by the parse, the count
+        # would be 0; frozen again, it would hold the parse's objects too.
+        after = gc.get_freeze_count()
+        assert frozen * 0.99 <= after <= frozen and gc.isenabled(), (frozen, after)
     finally:
         gc.unfreeze()
