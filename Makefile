@@ -44,7 +44,7 @@ demo: setup
 # Two workers: much of the suite waits on servers, subprocesses and browsers rather than the CPU.
 # tests/conftest.py groups the tests (a module, or one expensive stack) onto one worker each.
 PYTEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 # The fast tests wait on in-process servers and disk more than the slow ones: on two workers the
 # cores were 78 % busy, on three 91 % (fresh clones, December 2026: 286 s on three against 294 s
 # on two; 257 s on three in a warm checkout)

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,22 @@ def pytest_collection_modifyitems(config, items) -> None:
             from _pytest.nodeid import NodeId
 
             item._id = NodeId.parse(f"{item.nodeid}@{group}")
+    if grouping:
+        items[:] = longest_groups_first(items)
+
+
+def group_of(item) -> str:
+    return next(m.args[0] for m in item.iter_markers("xdist_group"))
+
+
+def longest_groups_first(items: list) -> list:
+    """The order in which the workers take the groups (the Makefile turns xdist's own reordering,
+    by number of tests, off): a long group taken last runs alone while the other cores idle, and
+    the shared corpus is one test of minutes. So the shared corpus first, then the groups by their
+    slow tests (each a CLI process, a cluster or a browser), then by size."""
+    slow, size = defaultdict(int), defaultdict(int)
+    for item in items:
+        size[group_of(item)] += 1
+        slow[group_of(item)] += item.get_closest_marker("slow") is not None
+    rank = {g: (g != "shared-corpus", -slow[g], -size[g]) for g in size}
+    return sorted(items, key=lambda item: rank[group_of(item)])  # stable: a group keeps its order

@@ -11,6 +11,7 @@ import json
 import os
 import resource
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -29,11 +30,13 @@ def pytest_runtest_protocol(item, nextitem):
     if not REPORT_DIR:
         yield
         return
-    start = _cpu()
+    start, began = _cpu(), time.time()
     yield
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(Path(REPORT_DIR) / f"cpu-{worker}.jsonl", "a", encoding="utf-8") as out:
-        out.write(json.dumps({"test": item.nodeid.split("@")[0], "cpu_s": round(_cpu() - start, 2)}) + "\n")
+        # wall-clock start and end too: which worker ran what when, and how long one ran alone
+        out.write(json.dumps({"test": item.nodeid.split("@")[0], "cpu_s": round(_cpu() - start, 2),
+                              "start": round(began, 1), "end": round(time.time(), 1)}) + "\n")
 
 
 def summarise(folder: Path, top: int = 40) -> str:
