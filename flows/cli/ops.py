@@ -6,6 +6,7 @@ reporting to the Prefect server of a running `mabillon serve` when there is one.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from flows.cli.errors import CliError, Exit
 from flows.cli.main import add_command, emit
@@ -93,13 +94,16 @@ def _routing_text(r, changed: bool) -> str:
             + (f": {last.reason}" if last.reason else ""))
 
 
-def _run_switch(args, settings, flow, params) -> int:
+def _run_switch(args, settings, switch: Callable[[], object]) -> int:
+    """`switch` imports its flow when called: connected first, the command gets its home's
+    temporary server; with Prefect imported before, it got Prefect's own in this process
+    (2 s of server imports here, and a server that waits 5 s to stop)."""
     from flows.cli.prefect_api import connect
 
     before = len(_routing(settings).history)
     with connect(settings) as link:
         link.ready()
-        routing = flow(params, settings=settings)
+        routing = switch()
     emit(args, routing.model_dump(mode="json"), _routing_text(routing, len(routing.history) > before))
     return 0
 
@@ -113,9 +117,13 @@ def cmd_promote(args: argparse.Namespace, settings: MabillonSettings) -> int:
     from tasks.ops.switching import check_servable
 
     check_servable(layout, args.generation, routing)
-    from flows.operate import PromoteParams, promote
 
-    return _run_switch(args, settings, promote, PromoteParams(generation=args.generation, reason=args.reason))
+    def switch():
+        from flows.operate import PromoteParams, promote
+
+        return promote(PromoteParams(generation=args.generation, reason=args.reason), settings=settings)
+
+    return _run_switch(args, settings, switch)
 
 
 def cmd_rollback(args: argparse.Namespace, settings: MabillonSettings) -> int:
@@ -128,9 +136,13 @@ def cmd_rollback(args: argparse.Namespace, settings: MabillonSettings) -> int:
         raise CliError("nothing served before the current generation", Exit.NOT_READY,
                        "name the generation to return to: mabillon rollback --to GEN")
     check_servable(layout, target, routing)
-    from flows.operate import RollbackParams, rollback
 
-    return _run_switch(args, settings, rollback, RollbackParams(to=args.to, reason=args.reason))
+    def switch():
+        from flows.operate import RollbackParams, rollback
+
+        return rollback(RollbackParams(to=args.to, reason=args.reason), settings=settings)
+
+    return _run_switch(args, settings, switch)
 
 
 def cmd_canary(args: argparse.Namespace, settings: MabillonSettings) -> int:

@@ -104,6 +104,10 @@ def wait_for(marker: Path, proc: subprocess.Popen, timeout_s: float = 600) -> No
 
 
 def finished(proc: subprocess.Popen, what: str, timeout_s: float = COMMAND_BOUND_S) -> dict:
+    return finished_with_log(proc, what, timeout_s)[0]
+
+
+def finished_with_log(proc: subprocess.Popen, what: str, timeout_s: float = COMMAND_BOUND_S) -> tuple[dict, str]:
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -111,7 +115,7 @@ def finished(proc: subprocess.Popen, what: str, timeout_s: float = COMMAND_BOUND
         out, err = proc.communicate()
         raise AssertionError(f"{what} did not finish within {timeout_s:.0f} s: {err.decode()[-2000:]}") from None
     assert proc.returncode == 0, f"{what}: {err.decode()[-2000:]}"
-    return json.loads(out)
+    return json.loads(out), err.decode()
 
 
 def hits(settings) -> list[str]:
@@ -151,9 +155,12 @@ def test_after_a_sigkill_the_next_commands_take_the_slot_at_once(point, base, tm
                 assert r["behind"] is None and r["published_after_s"] is not None  # it took the slot
                 assert SECRET["doc_id"] not in document_ids(layout, read_routing(layout).serving)
             elif command == "promote":
-                r = finished(mabillon(home, ["promote", "g0002", "--reason", "after the crash"], None,
-                                      user_home=user), "promote")
+                r, log = finished_with_log(mabillon(home, ["promote", "g0002", "--reason", "after the crash", "-v"],
+                                                    None, user_home=user), "promote")
                 assert r["serving"] == read_routing(layout).serving == "g0002"
+                # the home's temporary server, as for the other commands; not Prefect's own in the
+                # command's process (2 s of server imports there, 5 s waited at its stop)
+                assert "flow runs report to a temporary Prefect server" in log, log[-2000:]
             else:
                 r = finished(mabillon(home, ["ingest", str(export)], None, user_home=user), "the same ingest")
                 assert r["serving"] and read_routing(layout).serving == r["generation"]
