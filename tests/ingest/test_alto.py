@@ -206,18 +206,28 @@ def test_a_read_page_is_handed_to_the_old_generation_not_scanned_as_new(reader):
     assert gc.isenabled()
 
 
+OUR_PACKAGES = {"tasks", "schemas"}  # where the types of a read page are defined
+
+
 @pytest.mark.parametrize("reader", [parse, read_page], ids=["lone", "package"])
 def test_a_read_page_is_freed_by_reference_counting_not_left_in_a_cycle(reader):
     """Handed to the old generation, a page in a reference cycle would wait for a full
     collection (rare while pages are read) after its document is dropped: memory would grow."""
     gc.collect()
     gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what the collection finds is kept in gc.garbage, to be read
     try:
         result = reader(fx.alto())
         assert result is not None
         del result
-        assert gc.collect() == 0
+        gc.collect()
+        # Only the page's own objects count: a thread another test left in this process (anyio,
+        # Prefect) may drop cyclic garbage of its own meanwhile (39 objects in one run).
+        ours = [type(o).__qualname__ for o in gc.garbage if type(o).__module__.split(".")[0] in OUR_PACKAGES]
+        assert ours == []
     finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
         gc.enable()
 
 
