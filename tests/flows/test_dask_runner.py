@@ -18,8 +18,9 @@ from tasks.store.layout import StoreLayout
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
 
 
-# Dask clusters of their own or the session's: end-to-end, run by `make test`, not `make test-fast`
-pytestmark = pytest.mark.slow
+# Dask clusters of their own or the session's: end-to-end, run by `make test`, not `make test-fast`;
+# one xdist group with tests/flows/test_crash_safety.py: one session Dask cluster per run
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dask")]
 
 
 def dask_settings(home: Path, cluster, **overrides):
@@ -73,7 +74,19 @@ def test_each_worker_readies_the_parse_stack_as_it_starts():
         # as a task on each worker's own thread (client.run would hold the worker's event loop)
         states = client.gather([client.submit(readied, workers=[w], allow_other_workers=False, pure=False)
                                 for w in client.scheduler_info()["workers"]])
+        # without the dashboard's monitoring (flows/runner.py QUIET_CLUSTER), in the workers and
+        # the scheduler: no stack sampled every 10 ms, no event-loop check every 20 ms
+        monitoring = client.run(lambda dask_worker: (profiler_threads(), dask_worker._tick_interval))
+        scheduler_tick = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler._tick_interval)
     assert len(states) == 2 and all(imported and children >= 1 for imported, children in states)
+    assert len(monitoring) == 2 and all(not profilers and tick == 1.0 for profilers, tick in monitoring.values())
+    assert scheduler_tick == 1.0
+
+
+def profiler_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name == "Profile"]  # distributed.profile.watch
 
 
 class PoisonParser(WorkerPlugin):
