@@ -16,6 +16,20 @@ import pytest
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if WORKER or "PREFECT_HOME" not in os.environ:
     os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"mabillon-prefect-{WORKER or 'main'}-")
+# An xdist worker's flow runs, in its own process and in the `mabillon` processes its tests start
+# (`cli_prefect`), report to one Prefect server of the worker's, started before its first test
+# (pytest_configure) and stopped after its last: the URL is set here, before anything imports
+# Prefect, which reads it then. Otherwise Prefect starts a temporary server of its own in the
+# worker, beside the session's server for the commands: two servers' start (each migrates a new
+# database) and background services on the two cores, for one worker.
+SESSION_SERVER_PORT = None
+if WORKER and "PREFECT_API_URL" not in os.environ:
+    import socket
+
+    with socket.socket() as _probe:
+        _probe.bind(("127.0.0.1", 0))
+        SESSION_SERVER_PORT = _probe.getsockname()[1]
+    os.environ["PREFECT_API_URL"] = f"http://127.0.0.1:{SESSION_SERVER_PORT}/api"
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 for key, value in {"DASK_LOGGING__DISTRIBUTED": "warning", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "GX_ANALYTICS_ENABLED": "false",
@@ -89,12 +103,36 @@ def settings_for(home: Path, **overrides) -> MabillonSettings:
     return MabillonSettings(home=home, **overrides)
 
 
+_SESSION_SERVER = None  # the worker's Prefect server (SESSION_SERVER_PORT), while it runs
+
+
+def pytest_configure(config) -> None:
+    global _SESSION_SERVER
+    if SESSION_SERVER_PORT is not None and _SESSION_SERVER is None:
+        from flows.prefect_server import start_server
+
+        root = Path(tempfile.mkdtemp(prefix=f"mabillon-prefect-server-{WORKER}-"))
+        _SESSION_SERVER = start_server("127.0.0.1", SESSION_SERVER_PORT, root / "server.log",
+                                       prefect_home=root / "home")
+
+
+def pytest_unconfigure(config) -> None:
+    global _SESSION_SERVER
+    if _SESSION_SERVER is not None:
+        _SESSION_SERVER.stop()
+        _SESSION_SERVER = None
+
+
 @pytest.fixture(scope="session")
 def cli_prefect(tmp_path_factory):
     """One Prefect server on loopback for the `mabillon` processes the tests start: a command
     pointed at it (its `client_env()`) reports there instead of starting a temporary server of
     its own, as a command beside `mabillon serve` does. (The release slot is a file lock, never
-    held on a server: a command killed mid-release leaves nothing on it that blocks another.)"""
+    held on a server: a command killed mid-release leaves nothing on it that blocks another.)
+    Under xdist, the worker's own server, which its in-process flow runs report to as well."""
+    if _SESSION_SERVER is not None:
+        yield _SESSION_SERVER
+        return
     from flows.prefect_server import start_server
     from tests.flows.conftest import free_port
 
@@ -154,7 +192,10 @@ def pytest_collection_modifyitems(config, items) -> None:
     grouping = WORKER and getattr(config.option, "loadgroup", False)
     for item in items:
         used = shared_fixtures_used(item)
-        group = next((g for g, fixtures in XDIST_GROUPS.items() if fixtures & used), item.module.__name__)
+        group = next((g for g, fixtures in XDIST_GROUPS.items() if fixtures & used), None)
+        if group is None:  # a module's own xdist_group (the Dask modules share one cluster), or the module
+            declared = item.get_closest_marker("xdist_group")
+            group = declared.args[0] if declared else item.module.__name__
         item.add_marker(pytest.mark.xdist_group(group))
         if grouping and hasattr(item, "_id"):
             # xdist 3.8 groups by a nodeid suffix that it writes to `_nodeid`; pytest 9.2 reads a
@@ -168,6 +209,28 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def group_of(item) -> str:
     return next(m.args[0] for m in item.iter_markers("xdist_group"))
+
+
+# Session fixtures whose processes one group alone uses, finished when that group's last test on
+# its worker ends rather than at the end of the session, where they would idle beside the rest of
+# the suite: the served stack (a Prefect server, at 1.7 CPU-s a minute idle; `mabillon serve`,
+# whose runner polls it every second; its reading room) and the session's Dask cluster (two
+# worker processes). Finishing a fixture finishes those built on it first (pytest's own order);
+# a later test that asks for one again gets a new one.
+GROUP_STACKS = {"served": ("prefect_server", "served_bucket"), "dask": ("dask_cluster",)}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem) -> None:
+    if not (WORKER and getattr(item.config.option, "loadgroup", False)):
+        return  # groups are contiguous only on xdist's loadgroup workers
+    group = group_of(item)
+    if group not in GROUP_STACKS or (nextitem is not None and group_of(nextitem) == group):
+        return
+    manager = item.session._fixturemanager
+    for name in GROUP_STACKS[group]:
+        for fixturedef in manager.getfixturedefs(name, item) or ():
+            fixturedef.finish(item._request)  # a no-op for one never set up
 
 
 def longest_groups_first(items: list) -> list:

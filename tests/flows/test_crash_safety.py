@@ -19,7 +19,8 @@ from tasks.store.routing import read_routing
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
 from tests.fixtures import make_samples as fx
 
-pytestmark = pytest.mark.slow
+# one xdist group with tests/flows/test_dask_runner.py: one session Dask cluster per run
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dask")]
 
 
 def _more_records() -> list[dict]:
