@@ -19,7 +19,7 @@ from tasks.store.routing import read_routing
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
 from tests.fixtures import make_samples as fx
 
-# one xdist group with tests/flows/test_dask_runner.py: one session Dask cluster per run
+# one xdist group with the other modules that take the session's Dask cluster (tests/conftest.py GROUP_STACKS)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dask")]
 
 

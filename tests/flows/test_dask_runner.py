@@ -19,7 +19,7 @@ from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
 
 
 # Dask clusters of their own or the session's: end-to-end, run by `make test`, not `make test-fast`;
-# one xdist group with tests/flows/test_crash_safety.py: one session Dask cluster per run
+# one xdist group with the other modules that take the session's Dask cluster (tests/conftest.py GROUP_STACKS)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dask")]
 
 

@@ -1,4 +1,4 @@
-"""The release flow end to end on small exports: real LanceDB, real Prefect (ephemeral), real model.
+"""The release flow end to end on small exports: real LanceDB, real Prefect, real model.
 
 The tests taking `runner` run on both runners: a first ingest, an unchanged rerun and the run's
 report (its OCR pages fanned out) are where the runner matters. The rest is the same flow's logic
@@ -19,6 +19,10 @@ from tasks.store.manifests import read_manifest
 from tasks.store.routing import read_routing
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
 from tests.fixtures import make_samples as fx
+
+# one xdist group with the other modules that take the session's Dask cluster (tests/conftest.py
+# GROUP_STACKS): one cluster per run, finished when the group ends
+pytestmark = pytest.mark.xdist_group("dask")
 
 
 def test_first_ingest_publishes_and_serves(records_file: Path, home: Path, runner: dict):
