@@ -3,6 +3,7 @@ pauses with the shadow report in its input form, and an approval, a rejection or
 deciding in time each end as they must — promoted, retired, or staged — with a release record."""
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -98,6 +99,12 @@ def candidate_of(server, run) -> str:
     return the_form(server, run)[1]["properties"]["generation"]["default"]
 
 
+# Each gated release gets a document no earlier one published. In a shuffled order, pytest sets this
+# module fixture up again after another module's tests; counting its runs from 1 again reused a
+# published document, and the release found nothing to gate and completed.
+GATED_RECORDS = itertools.count(1)
+
+
 @pytest.fixture(scope="module")
 def paused_release(prefect_server, serving, served_home, tmp_path_factory):
     """`paused_release()`: (what served when it was built, the run) of a gated release paused
@@ -116,7 +123,7 @@ def paused_release(prefect_server, serving, served_home, tmp_path_factory):
                 return before, run
         before = serving_generation(served_home)
         started = start_gated_release(prefect_server, [record(
-            f"temps-1887-03-06-{len(runs) + 1}", "Le Temps. La Chambre discutera jeudi des droits sur les "
+            f"temps-1887-03-06-{next(GATED_RECORDS)}", "Le Temps. La Chambre discutera jeudi des droits sur les "
             "blés; M. Méline défendra le tarif devant les députés de la Brie.")], tmp_path_factory.mktemp("gate"))
         runs.append((before, paused(prefect_server, started.id)))
         return runs[-1]
