@@ -5,46 +5,48 @@ Dask's dashboard monitoring as distributed ships it and with flows/runner.py's Q
     .venv/bin/python bench/bench_dask_idle.py [--workers 2] [--idle-s 60]
 
 Both clusters are measured in the same run, one after the other, each from `local_cluster_options`
-(QUIET_CLUSTER restored to distributed's defaults for the first); the figure is the CPU of this
-process and its children over `--idle-s` seconds, after 10 s to settle.
+(for the first, the Dask configuration it changes is put back as it was before); the figure is the
+CPU of this process and its children over `--idle-s` seconds, after 10 s to settle.
 Results: JSON on stdout and bench/results/dask_idle.json; copy the figures into docs/benchmarks.md.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import time
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.common import save_report  # noqa: E402
 
 
-def cpu_s(process) -> float:
+def cpu_s(process: psutil.Process) -> float:
     total = 0.0
     for p in [process, *process.children(recursive=True)]:
         try:
             t = p.cpu_times()
-            total += t.user + t.system
-        except Exception:  # a child gone between listing and reading
-            pass
+        except psutil.NoSuchProcess:  # a child gone between listing and reading
+            continue
+        total += t.user + t.system
     return total
 
 
 def idle_cost(workers: int, idle_s: float, quiet: bool) -> dict:
     import dask
-    import psutil
     from distributed import Client, LocalCluster
 
     from flows import runner
     from schemas.settings import DaskSettings
 
-    defaults = {"distributed": {"worker": {"profile": {"enabled": True}},
-                                "admin": {"tick": {"interval": "20ms"}, "system-monitor": {"interval": "500ms"}}}}
+    shipped = copy.deepcopy(dask.config.config)
     options = runner.local_cluster_options(DaskSettings(workers=workers))  # sets QUIET_CLUSTER
-    if not quiet:
-        dask.config.update(dask.config.config, defaults, priority="new")
+    if not quiet:  # the configuration as it was: distributed's own monitoring
+        dask.config.config.clear()
+        dask.config.config.update(shipped)
     me = psutil.Process()
     with LocalCluster(**options) as cluster, Client(cluster) as client:
         client.wait_for_workers(workers, timeout=120)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,6 +25,13 @@ log = logging.getLogger(__name__)
 DIE_WITH_PARENT = ("import ctypes, os, signal, sys; "
                    "ctypes.CDLL(None).prctl(1, signal.SIGTERM); "  # 1 = PR_SET_PDEATHSIG
                    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
+
+def free_port() -> int:
+    """A loopback port free now (the OS picks it), for a server started next."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @dataclass

@@ -29,8 +29,9 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1", "OMP_THREAD_LIMIT": "1", "MKL_NUM_THREADS"
 # Dask's monitoring feeds its dashboard, which a cluster Mabillon starts does not have: the
 # statistical profiler samples every thread's stack every 10 ms, the event-loop check runs every
 # 20 ms, the system monitor every 0.5 s, in each worker and in the process that owns the cluster.
-# An idle LocalCluster of two workers cost 7.0 CPU-s a minute with them, 2.1 without (December
-# 2026); the nanny's memory watch (pause, spill, terminate) keeps its interval.
+# An idle LocalCluster of two workers: 7.89 CPU-s a minute with them, 2.20 without
+# (bench/bench_dask_idle.py, docs/benchmarks.md). The nanny's memory watch (pause, spill,
+# terminate) keeps its interval.
 QUIET_CLUSTER = {"distributed": {"worker": {"profile": {"enabled": False}},
                                  "admin": {"tick": {"interval": "1s"},
                                            "system-monitor": {"interval": "5s"}}}}
@@ -38,7 +39,9 @@ QUIET_CLUSTER = {"distributed": {"worker": {"profile": {"enabled": False}},
 
 def local_cluster_options(dask: DaskSettings, preload: bool | None = None) -> dict:
     """distributed.LocalCluster arguments: worker processes of one thread each; with `preload`
-    (default: `dask.preload`) each readies the parse stack as it starts (flows/dask_preload.py)."""
+    (default: `dask.preload`) each readies the parse stack as it starts (flows/dask_preload.py).
+    Also puts QUIET_CLUSTER in this process's Dask configuration (quiet_cluster), where the
+    cluster's scheduler and nannies read it: no LocalCluster options carry it to them."""
     preload = dask.preload if preload is None else preload
     quiet_cluster()
     return dict(n_workers=max(1, dask.workers), threads_per_worker=1, processes=True,

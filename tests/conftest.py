@@ -24,11 +24,9 @@ if WORKER or "PREFECT_HOME" not in os.environ:
 # database) and background services on the two cores, for one worker.
 SESSION_SERVER_PORT = None
 if WORKER and "PREFECT_API_URL" not in os.environ:
-    import socket
+    from flows.prefect_server import free_port  # nothing of Prefect
 
-    with socket.socket() as _probe:
-        _probe.bind(("127.0.0.1", 0))
-        SESSION_SERVER_PORT = _probe.getsockname()[1]
+    SESSION_SERVER_PORT = free_port()
     os.environ["PREFECT_API_URL"] = f"http://127.0.0.1:{SESSION_SERVER_PORT}/api"
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -133,8 +131,7 @@ def cli_prefect(tmp_path_factory):
     if _SESSION_SERVER is not None:
         yield _SESSION_SERVER
         return
-    from flows.prefect_server import start_server
-    from tests.flows.conftest import free_port
+    from flows.prefect_server import free_port, start_server
 
     root = tmp_path_factory.mktemp("cli-prefect")
     server = start_server("127.0.0.1", free_port(), root / "server.log", prefect_home=root / "home")
@@ -227,6 +224,8 @@ def pytest_runtest_teardown(item, nextitem) -> None:
     group = group_of(item)
     if group not in GROUP_STACKS or (nextitem is not None and group_of(nextitem) == group):
         return
+    # pytest has no public call for this: FixtureDef.finish is what it runs at a scope's end
+    # (pytest 9.2; it reads only `request.node`)
     manager = item.session._fixturemanager
     for name in GROUP_STACKS[group]:
         for fixturedef in manager.getfixturedefs(name, item) or ():

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flows.prefect_server import free_port
 from schemas.settings import StorageSettings
 
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
@@ -58,9 +58,7 @@ def start_s3_server(timeout_s: float = 60) -> tuple[subprocess.Popen, str]:
     """moto_server on a free loopback port, in its own process group; (process, endpoint URL)."""
     if not MOTO_SERVER.exists():
         raise RuntimeError(f"{MOTO_SERVER} missing: install the test extra (pip install -e '.[test]')")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)

@@ -95,14 +95,11 @@ class TemporaryServer:
         return cls._shared
 
     def __init__(self):
-        import socket
         import subprocess
 
-        from flows.prefect_server import DIE_WITH_PARENT, private_dir
+        from flows.prefect_server import DIE_WITH_PARENT, free_port, private_dir
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         import importlib.util
 

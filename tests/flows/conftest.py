@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flows.prefect_server import free_port
 from flows.serve import stop_group  # noqa: F401  (the tests stop what they start with it)
 from tests.conftest import SAMPLE_RECORDS, write_records
 from tests.s3 import S3Bucket
@@ -39,12 +39,6 @@ AUTH_STRING = "archivist:test-only-secret"
 # Access tokens of principals.json in the served home (only their digests are stored there)
 OPERATOR_TOKEN = "op-token-for-tests"
 TENANT_B_TOKEN = "tenant-b-reader-token"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 READING_ROOM_PORT = free_port()  # the reading room `mabillon serve` starts beside the deployments

@@ -9,9 +9,11 @@ import signal
 from pathlib import Path
 
 import pytest
+from dask.utils import parse_timedelta
 from distributed import Client, WorkerPlugin
 
 from flows.release import release
+from flows.runner import QUIET_CLUSTER
 from schemas.settings import DaskSettings, EmbeddingSettings
 from tasks.store.lance_store import open_generation_table
 from tasks.store.layout import StoreLayout
@@ -79,8 +81,9 @@ def test_each_worker_readies_the_parse_stack_as_it_starts():
         monitoring = client.run(lambda dask_worker: (profiler_threads(), dask_worker._tick_interval))
         scheduler_tick = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler._tick_interval)
     assert len(states) == 2 and all(imported and children >= 1 for imported, children in states)
-    assert len(monitoring) == 2 and all(not profilers and tick == 1.0 for profilers, tick in monitoring.values())
-    assert scheduler_tick == 1.0
+    quiet_tick = parse_timedelta(QUIET_CLUSTER["distributed"]["admin"]["tick"]["interval"])
+    assert len(monitoring) == 2 and all(not profilers and tick == quiet_tick for profilers, tick in monitoring.values())
+    assert scheduler_tick == quiet_tick
 
 
 def profiler_threads() -> list[str]:
