@@ -80,6 +80,21 @@ def api(prefect_server) -> httpx.Client:
                         headers=basic_auth_header(prefect_server.auth_string))
 
 
+def form_shown(server, run_id, keyset: dict | None) -> bool:
+    """Whether the decision form of a paused run can be read, as a person opening the run sees it.
+
+    Prefect proposes the PAUSED state first and saves the form's schema after it
+    (`prefect.flow_runs.pause_flow_run`): an answer sent in between is refused ("Run input schema
+    not found"), so a test answers once the form is there, not as soon as the run is paused."""
+    from flows.prefect_server import basic_auth_header
+
+    if not keyset or "schema" not in keyset:
+        return False
+    response = httpx.get(f"{server.api_url}/flow_runs/{run_id}/input/{keyset['schema']}", timeout=10,
+                         headers=basic_auth_header(server.auth_string))
+    return response.status_code == 200
+
+
 def write_principals(home: Path) -> None:
     """An operator, and a reader of tenant B (its documents are not public)."""
     from tasks.access.principals import token_digest

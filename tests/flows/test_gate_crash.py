@@ -16,7 +16,7 @@ import pytest
 
 from schemas.settings import PROJECT_ROOT
 from tests.conftest import SAMPLE_RECORDS, write_records
-from tests.flows.conftest import free_port
+from tests.flows.conftest import form_shown, free_port
 
 pytestmark = pytest.mark.slow
 NEW = {"doc_id": "temps-1887-03-09", "corpus": "le_temps", "date": "1887-03-09",
@@ -49,12 +49,14 @@ def _paused(api_url: str) -> list[dict]:
                       json={"flow_runs": {"state": {"type": {"any_": ["PAUSED"]}}}}).json()
 
 
-def _paused_run(api_url: str, proc: subprocess.Popen, before: set[str], timeout_s: float = 600) -> dict:
-    """The run this test paused (a run killed while paused by another case stays paused)."""
+def _paused_run(server, proc: subprocess.Popen, before: set[str], timeout_s: float = 600) -> dict:
+    """The run this test paused, once its form is shown (a run killed while paused by another
+    case stays paused)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the gated release ended before pausing"
-        rows = [r for r in _paused(api_url) if r["id"] not in before]
+        rows = [r for r in _paused(server.api_url) if r["id"] not in before
+                and form_shown(server, r["id"], r["state"]["state_details"].get("run_input_keyset"))]
         if rows:
             return rows[0]
         time.sleep(1)
@@ -92,12 +94,12 @@ def test_a_gated_release_killed_anywhere_leaves_routing_intact(point, own_server
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         if point == "gate-switch":  # the approval arrives, and the run dies before the rename
-            run = _paused_run(own_server.api_url, gated, stale)
+            run = _paused_run(own_server, gated, stale)
             answer = {"generation": "g0002", "decision": "approve", "reason": "looks right"}
             assert httpx.post(f"{own_server.api_url}/flow_runs/{run['id']}/resume", json={"run_input": answer},
                               timeout=10).json()["status"] == "ACCEPT"
         if point == "paused":
-            _paused_run(own_server.api_url, gated, stale)
+            _paused_run(own_server, gated, stale)
         else:
             _wait_for(home / "manifests" / f".at-crash-point-{point}", gated)
     finally:

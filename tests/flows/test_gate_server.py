@@ -13,7 +13,7 @@ import pytest
 import yaml
 from prefect.client.schemas.objects import StateType
 
-from tests.flows.conftest import OPERATOR_TOKEN, artifacts_of, headless_chromium, prefect_client
+from tests.flows.conftest import OPERATOR_TOKEN, artifacts_of, form_shown, headless_chromium, prefect_client
 from tests.flows.test_deployments import serving_generation
 from tests.flows.test_ui import sign_in
 
@@ -56,7 +56,9 @@ def wait_for_state(server, run_id, accept, timeout_s: float = 600):
 
 
 def paused(server, run_id):
-    return wait_for_state(server, run_id, lambda s: s.is_paused())
+    """The run, paused with its form shown (answered before the form is saved, it is refused)."""
+    return wait_for_state(server, run_id, lambda s: s.is_paused()
+                          and form_shown(server, run_id, s.state_details.run_input_keyset))
 
 
 def finished(server, run_id, timeout_s: float = 600):

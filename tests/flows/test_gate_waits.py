@@ -23,7 +23,7 @@ from prefect.client.schemas.objects import StateType
 
 from schemas.settings import PROJECT_ROOT, MabillonSettings
 from tests.conftest import SAMPLE_RECORDS, settings_for, write_records
-from tests.flows.conftest import free_port, prefect_client, stop_group
+from tests.flows.conftest import form_shown, free_port, prefect_client, stop_group
 
 pytestmark = pytest.mark.slow
 
@@ -122,10 +122,16 @@ def _form(server, run) -> tuple[str, str]:
     return description, schema["properties"]["generation"]["default"]
 
 
+def _shown(server):
+    """A run paused with its form shown (an answer sent before the form is saved is refused)."""
+    return lambda r: r.state.is_paused() and form_shown(server, r.id, r.state.state_details.run_input_keyset)
+
+
 def _paused_again(server, run_id, after_key: str):
-    """Paused on a new question (the pause key of each question differs)."""
-    return _wait(server, run_id, lambda r: r.state.is_paused()
-                 and r.state.state_details.pause_key != after_key, "paused on a new question")
+    """Paused on a new question (the pause key of each question differs), its form shown."""
+    shown = _shown(server)
+    return _wait(server, run_id, lambda r: shown(r) and r.state.state_details.pause_key != after_key,
+                 "paused on a new question")
 
 
 def _answer(server, run, **answer) -> None:
@@ -169,7 +175,7 @@ def test_a_gated_release_from_the_deployment_outlives_many_lease_periods_and_a_s
     assert _deployment(cli_prefect, "release").global_concurrency_limit is None  # no lease to keep
     started = _run_release(cli_prefect, [CANDIDATE_RECORD], tmp_path / "candidate", 0, gate=True,
                            reason="weekly intake")
-    run = _wait(cli_prefect, started.id, lambda r: r.state.is_paused(), "paused")
+    run = _wait(cli_prefect, started.id, _shown(cli_prefect), "paused")
     paused_at = time.monotonic()
     description, candidate = _form(cli_prefect, run)
     assert candidate == "g0002" and "(built on `g0001`)" in description and "rebase" in description
