@@ -33,6 +33,7 @@ def pytest_runtest_protocol(item, nextitem):
     start, began = _cpu(), time.time()
     yield
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    Path(REPORT_DIR).mkdir(parents=True, exist_ok=True)
     with open(Path(REPORT_DIR) / f"cpu-{worker}.jsonl", "a", encoding="utf-8") as out:
         # wall-clock start and end too: which worker ran what when, and how long one ran alone
         out.write(json.dumps({"test": item.nodeid.split("@")[0], "cpu_s": round(_cpu() - start, 2),
