@@ -25,6 +25,11 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def pytest_configure(config) -> None:
+    if REPORT_DIR:  # the folder may not exist yet
+        Path(REPORT_DIR).mkdir(parents=True, exist_ok=True)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     if not REPORT_DIR:
@@ -33,7 +38,6 @@ def pytest_runtest_protocol(item, nextitem):
     start, began = _cpu(), time.time()
     yield
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    Path(REPORT_DIR).mkdir(parents=True, exist_ok=True)
     with open(Path(REPORT_DIR) / f"cpu-{worker}.jsonl", "a", encoding="utf-8") as out:
         # wall-clock start and end too: which worker ran what when, and how long one ran alone
         out.write(json.dumps({"test": item.nodeid.split("@")[0], "cpu_s": round(_cpu() - start, 2),

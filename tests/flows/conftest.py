@@ -92,7 +92,10 @@ def form_shown(server, run_id, keyset: dict | None) -> bool:
         return False
     response = httpx.get(f"{server.api_url}/flow_runs/{run_id}/input/{keyset['schema']}", timeout=10,
                          headers=basic_auth_header(server.auth_string))
-    return response.status_code == 200
+    if response.status_code == 404:  # not saved yet
+        return False
+    response.raise_for_status()  # refused or failing: say so now, not as a wait that times out
+    return True
 
 
 def write_principals(home: Path) -> None:
