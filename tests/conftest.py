@@ -46,6 +46,7 @@ if WORKER:
     os.environ.setdefault("MABILLON_EMBEDDING__THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
 
 from schemas.settings import PROJECT_ROOT, MabillonSettings  # noqa: E402
+from tests import warm_cli  # noqa: E402
 from tests.homes import home_templates  # noqa: E402,F401  (fixture)
 from tests.runners import dask_cluster, runner  # noqa: E402,F401  (fixtures)
 from tests.s3 import s3_bucket, s3_endpoint  # noqa: E402,F401  (fixtures)
@@ -106,6 +107,7 @@ _SESSION_SERVER = None  # the worker's Prefect server (SESSION_SERVER_PORT), whi
 
 def pytest_configure(config) -> None:
     global _SESSION_SERVER
+    warm_cli.install()  # the commands tests start fork from one warm parent (MABILLON_TEST_COLD_CLI=1: cold)
     if SESSION_SERVER_PORT is not None and _SESSION_SERVER is None:
         from flows.prefect_server import start_server
 
@@ -116,6 +118,7 @@ def pytest_configure(config) -> None:
 
 def pytest_unconfigure(config) -> None:
     global _SESSION_SERVER
+    warm_cli.uninstall()
     if _SESSION_SERVER is not None:
         _SESSION_SERVER.stop()
         _SESSION_SERVER = None
