@@ -15,6 +15,7 @@ What stays cold, and why:
   layout add-on opens an onnxruntime session at import (its threads do not survive a fork, and
   the child then hangs at exit);
 - `-v`/`--debug` commands (the libraries' import-time logging switches are the quiet ones);
+- what asyncio starts (it waits with os.waitpid, which a forked command's real parent answers);
 - anything else (`-c` code, servers, tesseract): `subprocess.Popen` as usual.
 `MABILLON_TEST_COLD_CLI=1` starts every command cold, as before.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -78,7 +80,12 @@ class WarmPopen(_PLAIN_POPEN):
         plain = (shell or executable is not None or preexec_fn is not None or pass_fds
                  or gid is not None or gids is not None or uid is not None or umask >= 0
                  or process_group not in (None, -1))
-        target = None if plain or _zygote is None else warm_target(args)
+        # asyncio waits for its children with os.waitpid, not through Popen: a forked command is
+        # the minder's child, so asyncio would see it end at once (exit 255)
+        by_asyncio = sys._getframe(2).f_globals.get("__name__", "").startswith("asyncio")
+        # a fork of the test process (multiprocessing's fork) is not the zygote's client
+        ours = _zygote is not None and _zygote.owner == os.getpid()
+        target = warm_target(args) if ours and not plain and not by_asyncio else None
         if target is None:
             return super()._execute_child(
                 args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,
@@ -133,6 +140,7 @@ class _Zygote:
     """The client side: starts the zygote on first use, asks it for commands."""
 
     def __init__(self):
+        self.owner = os.getpid()
         self._lock = threading.Lock()
         self._process: subprocess.Popen | None = None
         self._folder = Path(tempfile.mkdtemp(prefix="mabillon-zygote-"))
@@ -171,6 +179,7 @@ class _Zygote:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+        shutil.rmtree(self._folder, ignore_errors=True)
 
 
 _zygote: _Zygote | None = None
@@ -217,7 +226,8 @@ def _serve(path: str) -> dict:
         importlib.import_module(name)
     if threading.active_count() != 1:  # a Python thread would be missing in every child
         raise SystemExit(f"the CLI zygote has {threading.enumerate()} after its imports: forking is unsafe")
-    print(f"zygote {os.getpid()}: imported {len(sys.modules)} modules, "
+    print(f"zygote {os.getpid()} of {os.getppid()} ({os.environ.get('PYTEST_XDIST_WORKER', 'no worker')}): "
+          f"imported {len(sys.modules)} modules, "
           f"{len(os.listdir('/proc/self/task'))} native threads", file=sys.stderr, flush=True)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the minders
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
