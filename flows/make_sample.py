@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pymupdf
+from tasks.pdf_library import pymupdf
 from PIL import Image
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "docs" / "sample"

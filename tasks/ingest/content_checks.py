@@ -24,7 +24,7 @@ _MACRO_PARTS = ("vbaProject.bin", "vbaData.xml")
 
 
 def check_pdf(data: bytes, limits: InspectionLimits) -> str | None:
-    import pymupdf
+    from tasks.pdf_library import pymupdf
 
     try:
         doc = pymupdf.open(stream=data, filetype="pdf")
@@ -112,7 +112,7 @@ def page_count(data: bytes, media_type: str) -> int:
     """Pages of a PDF or frames of an image (1 for anything else); called on accepted bytes."""
     try:
         if media_type == "application/pdf":
-            import pymupdf
+            from tasks.pdf_library import pymupdf
 
             with pymupdf.open(stream=data, filetype="pdf") as doc:
                 return doc.page_count

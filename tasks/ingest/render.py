@@ -12,7 +12,7 @@ import math
 from collections.abc import Container, Iterator
 from dataclasses import dataclass
 
-import pymupdf
+from tasks.pdf_library import pymupdf
 from PIL import Image, ImageSequence
 
 DEFAULT_IMAGE_DPI = 300  # assumed when an image file does not say its resolution

@@ -20,7 +20,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import pymupdf
+from tasks.pdf_library import pymupdf
 from PIL import Image, ImageSequence
 
 from tasks.ingest.render import upright

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pymupdf
+from tasks.pdf_library import pymupdf
 
 from tasks.reading.catalog import PDF_MEDIA_TYPE, ElementInfo, PageInfo
 

@@ -1,11 +1,14 @@
 """PDF: the text layer when it is reliable, OCR of the render when it is not, page by page."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pymupdf
 import pytest
 
 from flows.make_sample import source_text
-from schemas.settings import MabillonSettings
+from schemas.settings import PROJECT_ROOT, MabillonSettings
 from tasks.ingest.parse.cer import character_error_rate
 from tasks.ingest.parse.errors import ParseRefused
 from tasks.ingest.parse.pdf import parse_pdf, unreliable_reason
@@ -81,3 +84,18 @@ def test_render_records_dpi_and_rotation_and_lowers_dpi_under_the_pixel_limit():
     assert render.image.width * render.image.height <= 2_000_000
     assert (render.width, render.height) == (842, 595)  # the visible box, turned
     assert render.scale == pytest.approx(72 / render.dpi)
+
+
+def test_reading_pdfs_loads_no_layout_model():
+    """pymupdf imports its layout and pymupdf4llm add-ons when installed, and both open
+    onnxruntime at import (tasks/pdf_library.py); we never call them, so a process that parses
+    PDFs does without them, and pymupdf still opens and makes PDFs."""
+    code = ("import sys\n"
+            "from tasks.ingest.parse.pdf import parse_pdf\n"
+            "from tasks.pdf_library import pymupdf\n"
+            "doc = pymupdf.open(); doc.new_page()\n"
+            "print([m for m in ('pymupdf.layout', 'onnxruntime') if sys.modules.get(m)], doc.page_count)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "1"], done.stdout

@@ -12,7 +12,7 @@ import threading
 import unicodedata
 from collections.abc import Iterator, Sequence
 
-import pymupdf
+from tasks.pdf_library import pymupdf
 
 from schemas.lineage import Element, ParsedDocument, ParsedPage, Revision
 from schemas.settings import ParseSettings
