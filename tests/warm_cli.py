@@ -1,7 +1,6 @@
 """The tests' `mabillon` commands start from a warm parent instead of a cold interpreter.
 
-Each command a test starts (`python -m flows.cli …`, the `mabillon` script, the kill harnesses
-under `tests.`) spent ~14 of its ~20 CPU-seconds importing torch, transformers,
+Each command a test starts (`python -m flows.cli …`, the `mabillon` script, the kill harness) spent ~14 of its ~20 CPU-seconds importing torch, transformers,
 sentence-transformers, Great Expectations, scipy and Lance before doing anything (issue 31's CPU
 account: 59 commands, ~500 CPU-s of a suite bound by 2 cores). Here one process per test process
 (the "zygote") imports those libraries once, then forks a command per request; the command is a
@@ -15,6 +14,7 @@ What stays cold, and why:
   layout add-on opens an onnxruntime session at import (its threads do not survive a fork, and
   the child then hangs at exit);
 - `-v`/`--debug` commands (the libraries' import-time logging switches are the quiet ones);
+- the services, `serve` and `reading-room` (COLD_COMMANDS), and the tests' own serve harness;
 - what asyncio starts (it waits with os.waitpid, which a forked command's real parent answers);
 - anything else (`-c` code, servers, tesseract): `subprocess.Popen` as usual.
 `MABILLON_TEST_COLD_CLI=1` starts every command cold, as before.
@@ -45,7 +45,11 @@ WARM_IMPORTS = ("numpy", "scipy", "sklearn", "pandas", "pyarrow", "torch", "tran
                 "sentence_transformers", "great_expectations", "lance", "wordfreq",
                 "sqlalchemy", "fastapi", "httpx", "pydantic", "pydantic_settings", "uvicorn",
                 "anyio", "dask", "distributed", "jsonschema", "yaml", "boto3", "rich")
-WARM_MODULE_PREFIXES = ("flows.", "tests.")  # `python -m <these>`; the zygote itself excepted
+WARM_MODULES = ("flows.cli", "tests.hostile.crash_release")  # `python -m <these>`
+# Services stay cold: tests stop them with signals, and their shutdown should not carry libraries
+# they would not have loaded (seen: a reading room, SIGTERMed while forked, aborted with
+# "FATAL: exception not rethrown" instead of exiting 0)
+COLD_COMMANDS = {"serve", "reading-room"}
 LOUD_FLAGS = {"-v", "--verbose", "--debug"}
 MABILLON = Path(sys.executable).with_name("mabillon")
 _PLAIN_POPEN = subprocess.Popen
@@ -58,12 +62,11 @@ def warm_target(args) -> dict | None:
     if isinstance(args, (str, bytes)) or not args:
         return None
     argv = [os.fspath(a) for a in args]
-    if LOUD_FLAGS.intersection(argv):
+    if LOUD_FLAGS.intersection(argv) or COLD_COMMANDS.intersection(argv[1:]):
         return None
     if Path(argv[0]) == MABILLON:
         return {"kind": "script", "target": argv[0], "argv": argv}
-    if (argv[0] == sys.executable and len(argv) >= 3 and argv[1] == "-m"
-            and argv[2].startswith(WARM_MODULE_PREFIXES) and argv[2] != __spec__.name):
+    if argv[0] == sys.executable and len(argv) >= 3 and argv[1] == "-m" and argv[2] in WARM_MODULES:
         return {"kind": "module", "target": argv[2], "argv": [argv[2], *argv[3:]]}
     return None
 
