@@ -1,8 +1,9 @@
 """The tests' `mabillon` commands start from a warm parent instead of a cold interpreter.
 
-Each command a test starts (`python -m flows.cli …`, the `mabillon` script, the kill harness) spent ~14 of its ~20 CPU-seconds importing torch, transformers,
-sentence-transformers, Great Expectations, scipy and Lance before doing anything (issue 31's CPU
-account: 59 commands, ~500 CPU-s of a suite bound by 2 cores). Here one process per test process
+Each command a test starts (`python -m flows.cli …`, the `mabillon` script, the kill harness)
+spent ~14 of its ~20 CPU-seconds importing torch, transformers, sentence-transformers, Great
+Expectations, scipy and Lance before doing anything (issue 31's CPU account: 59 commands, ~500
+CPU-s of a suite bound by 2 cores). Here one process per test process
 (the "zygote") imports those libraries once, then forks a command per request; the command is a
 real process with its own pid, session, stdio, environment and working directory, so `kill -9`,
 `killpg`, exit codes and pipes behave as for a cold start.
@@ -10,9 +11,9 @@ real process with its own pid, session, stdio, environment and working directory
 What stays cold, and why:
 - the zygote imports only third-party libraries that read nothing per command from the
   environment (dask's configuration, which does, is read again in the child); never Prefect,
-  which fixes its settings (API URL, home) at import, nor our own modules, nor pymupdf, whose
-  layout add-on opens an onnxruntime session at import (its threads do not survive a fork, and
-  the child then hangs at exit);
+  which fixes its settings (API URL, home) at import, nor our own modules, nor the two that start
+  threads at import, which a fork loses: lancedb (its event loop) and a plain `import pymupdf`
+  (onnxruntime, for its add-ons; a forked command then hung at exit);
 - `-v`/`--debug` commands (the libraries' import-time logging switches are the quiet ones);
 - the services, `serve` and `reading-room` (COLD_COMMANDS), and the tests' own serve harness;
 - what asyncio starts (it waits with os.waitpid, which a forked command's real parent answers);
@@ -45,7 +46,8 @@ WARM_IMPORTS = ("numpy", "scipy", "sklearn", "pandas", "pyarrow", "torch", "tran
                 "sentence_transformers", "great_expectations", "lance", "wordfreq",
                 "sqlalchemy", "fastapi", "httpx", "pydantic", "pydantic_settings", "uvicorn",
                 "anyio", "dask", "distributed", "jsonschema", "yaml", "boto3", "rich")
-WARM_MODULES = ("flows.cli", "tests.hostile.crash_release")  # `python -m <these>`
+# `python -m <these>`: the command line, the kill harness, and tests/test_warm_cli.py's probe
+WARM_MODULES = ("flows.cli", "tests.hostile.crash_release", "tests.warm_probe")
 # Services stay cold: tests stop them with signals, and their shutdown should not carry libraries
 # they would not have loaded (seen: a reading room, SIGTERMed while forked, aborted with
 # "FATAL: exception not rethrown" instead of exiting 0)
@@ -153,6 +155,7 @@ class _Zygote:
         with self._lock:
             if self._process is not None and self._process.poll() is None:
                 return
+            self.socket_path.unlink(missing_ok=True)  # a dead zygote's: wait for the new one's
             log = (self._folder / "zygote.log").open("ab")
             self._process = _PLAIN_POPEN(  # the one cold start
                 [sys.executable, "-m", __spec__.name, str(self.socket_path)],
@@ -218,11 +221,12 @@ def _recv_exact(conn: socket.socket, size: int) -> bytes:
 
 def _serve(path: str) -> dict:
     """Import, then answer requests until a forked command returns here with its request."""
-    from flows.cli.quiet import OFFLINE_ENV, QUIET_ENV, _set_here
+    from flows.cli.quiet import OFFLINE_ENV, QUIET_ENV
 
     for key, value in {**OFFLINE_ENV, **QUIET_ENV}.items():  # as the command would, before imports
         os.environ.setdefault(key, value)
-    _set_here.clear()
+    for name in ("flows.cli.quiet", "flows.cli", "flows"):  # each command imports ours afresh
+        del sys.modules[name]
     import importlib
 
     for name in WARM_IMPORTS:
@@ -247,8 +251,18 @@ def _serve(path: str) -> dict:
                 os._exit(0)
             continue
         conn.settimeout(None)
-        head, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 3)
-        request = json.loads(_recv_exact(conn, _HEADER.unpack(head)[0]))
+        fds: list[int] = []
+        try:
+            head, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 3)
+            request = json.loads(_recv_exact(conn, _HEADER.unpack(head)[0]))
+            if len(fds) != 3:
+                raise ValueError(f"{len(fds)} file descriptors, not stdin, stdout and stderr")
+        except (OSError, ValueError, struct.error) as exc:  # a client gone or garbled: the next one
+            print(f"zygote: request refused: {exc}", file=sys.stderr, flush=True)
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            continue
         if os.fork() == 0:
             listener.close()
             return _minder(conn, fds, request)
