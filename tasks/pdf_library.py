@@ -9,16 +9,16 @@ room). They serve `Page.get_layout()` and `to_markdown()`, which we never call.
 """
 from __future__ import annotations
 
-import os
 import sys
 
 if "pymupdf" not in sys.modules:
     # None in sys.modules makes their import raise ImportError, which pymupdf expects when they
-    # are not installed; nor is it then to print its advice to install the layout add-on
+    # are not installed
     sys.modules.setdefault("pymupdf.layout", None)
     sys.modules.setdefault("pymupdf4llm", None)
-    os.environ.setdefault("PYMUPDF_SUGGEST_LAYOUT_ANALYZER", "0")
 
 import pymupdf  # noqa: E402
+
+pymupdf.no_recommend_layout()  # nor is it to print advice to install the add-on on stdout
 
 __all__ = ["pymupdf"]
