@@ -16,7 +16,13 @@ import pytest
 from tests import warm_cli
 
 PROBE = [sys.executable, "-m", "tests.warm_probe"]
-warm = pytest.mark.skipif(warm_cli._zygote is None, reason="MABILLON_TEST_COLD_CLI: every command starts cold")
+
+
+def warm(test):
+    """Slow, as the other tests of processes: ~30 s together, and one starts a second zygote
+    (torch & co. imported again, ~14 CPU-s)."""
+    skip = pytest.mark.skipif(warm_cli._zygote is None, reason="MABILLON_TEST_COLD_CLI: every command starts cold")
+    return pytest.mark.slow(skip(test))
 
 
 def _gone(pid: int) -> bool:
