@@ -14,8 +14,9 @@ import pytest
 # Under xdist the workers inherit the controller's environment, and two servers on one SQLite
 # file lock each other out, so each worker takes a home of its own.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+_OWN_PREFECT_HOME = None  # removed when the process's tests end (pytest_unconfigure)
 if WORKER or "PREFECT_HOME" not in os.environ:
-    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"mabillon-prefect-{WORKER or 'main'}-")
+    _OWN_PREFECT_HOME = os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"mabillon-prefect-{WORKER or 'main'}-")
 # An xdist worker's flow runs, in its own process and in the `mabillon` processes its tests start
 # (`cli_prefect`), report to one Prefect server of the worker's, started before its first test
 # (pytest_configure) and stopped after its last: the URL is set here, before anything imports
@@ -103,25 +104,32 @@ def settings_for(home: Path, **overrides) -> MabillonSettings:
 
 
 _SESSION_SERVER = None  # the worker's Prefect server (SESSION_SERVER_PORT), while it runs
+_SESSION_SERVER_ROOT = None  # its log and database (~40 MB), removed after it stops
 
 
 def pytest_configure(config) -> None:
-    global _SESSION_SERVER
+    global _SESSION_SERVER, _SESSION_SERVER_ROOT
     warm_cli.install()  # the commands tests start fork from one warm parent (MABILLON_TEST_COLD_CLI=1: cold)
     if SESSION_SERVER_PORT is not None and _SESSION_SERVER is None:
         from flows.prefect_server import start_server
 
-        root = Path(tempfile.mkdtemp(prefix=f"mabillon-prefect-server-{WORKER}-"))
+        _SESSION_SERVER_ROOT = root = Path(tempfile.mkdtemp(prefix=f"mabillon-prefect-server-{WORKER}-"))
         _SESSION_SERVER = start_server("127.0.0.1", SESSION_SERVER_PORT, root / "server.log",
                                        prefect_home=root / "home")
 
 
 def pytest_unconfigure(config) -> None:
-    global _SESSION_SERVER
+    """Stop what pytest_configure started, and leave nothing of it in the temporary folder (a
+    run left ~40 MB there for each worker, runs after runs)."""
+    global _SESSION_SERVER, _SESSION_SERVER_ROOT
     warm_cli.uninstall()
     if _SESSION_SERVER is not None:
         _SESSION_SERVER.stop()
         _SESSION_SERVER = None
+    for folder in (_SESSION_SERVER_ROOT, _OWN_PREFECT_HOME):
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    _SESSION_SERVER_ROOT = None
 
 
 @pytest.fixture(scope="session")
