@@ -44,6 +44,24 @@ def finished_with_evidence(prefect_server, earlier: set[str], timeout_s: float =
     raise TimeoutError(f"the run submitted in the UI did not complete within {timeout_s:.0f} s")
 
 
+def submitted(page, prefect_server, earlier: set[str], tmp_path: Path) -> None:
+    """The form went to the deployment's runs after Submit; if not, the failure says what the page
+    showed and whether a run was created (seen once on a loaded machine: neither a run nor the
+    page's move in 120 s, with nothing else to go on)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_url(re.compile(r"tab=Runs"), timeout=120_000)  # a loaded machine took over 30 s
+    except PlaywrightTimeout:
+        shot = tmp_path / "after-submit.png"
+        page.screenshot(path=str(shot), full_page=True)
+        created = ask_run_ids(prefect_server) - earlier
+        raise AssertionError(
+            f"Submit did not lead to the deployment's runs in 120 s: still at {page.url}, "
+            f"{len(created)} run(s) created; the page ({shot}) says: "
+            f"{page.locator('body').inner_text()[-1500:]!r}") from None
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serving, tmp_path: Path):
@@ -66,10 +84,12 @@ def test_a_researcher_asks_in_the_ui_and_reads_the_passages(prefect_server, serv
         tops = [label.bounding_box()["y"] for label in labels]
         assert tops == sorted(tops), tops
         page.screenshot(path=str(tmp_path / "ask-form.png"), full_page=True)
-        page.locator("textarea").first.fill(QUESTION)
+        question = page.locator("textarea").first
+        question.fill(QUESTION)
+        expect(question).to_have_value(QUESTION)
         earlier = ask_run_ids(prefect_server)
         page.get_by_role("button", name="Submit").click()
-        page.wait_for_url(re.compile(r"tab=Runs"), timeout=120_000)  # a loaded machine took over 30 s
+        submitted(page, prefect_server, earlier, tmp_path)
         # the run the form created, followed through the API (not by reloading the page every
         # few seconds) until it has completed with its evidence: then the UI shows it as it is
         run_id = finished_with_evidence(prefect_server, earlier)
