@@ -128,15 +128,21 @@ def sidecar_rows(name: str, text: str) -> list[dict[str, Any]]:
             raise SidecarError(f"{name} is JSON nested too deeply to be a list of rows") from None
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise SidecarError(f"{name} must be a JSON list of objects")
-        return rows
+        return [{k: _trimmed(v) for k, v in row.items()} for row in rows]
     reader = csv.DictReader(io.StringIO(text))
     try:
         if not reader.fieldnames or "file" not in reader.fieldnames:
             raise SidecarError(f"{name} has no 'file' column")
-        return [{k.strip(): (v.strip() if isinstance(v, str) else v) for k, v in row.items()
-                 if isinstance(k, str) and k} for row in reader]
+        return [{k.strip(): _trimmed(v) for k, v in row.items() if isinstance(k, str) and k} for row in reader]
     except csv.Error as exc:  # a NUL byte, a field over csv's size limit, ...: not a readable table
         raise SidecarError(f"{name} is not a readable CSV table (line {reader.line_num}: {exc})") from None
+
+
+def _trimmed(value: Any) -> Any:
+    """A value as both formats give it: a blank CSV cell is often spaces, and so is a JSON value
+    exported from the same spreadsheet; either way it says nothing (a title of " " is no title),
+    and the same row in JSON or CSV describes its file the same way."""
+    return value.strip() if isinstance(value, str) else value
 
 
 def parse_sidecar(name: str, text: str) -> Sidecar:

@@ -88,6 +88,18 @@ def test_row_validation(row, reason):
     assert not sidecar.entries and reason in next(iter(sidecar.refused.values()))
 
 
+def test_a_blank_value_says_nothing_in_json_as_in_csv():
+    # a spreadsheet's blank cell is often spaces, in its CSV export as in its JSON one: either way
+    # the row describes its file the same (no title; the defaults' tenant), and refuses nothing
+    rows = [{"file": "a/a.txt", "title": " ", "tenant": "  ", "date": "1854-08-09 "}]
+    as_json = parse_sidecar("sidecar.json", json.dumps(rows))
+    as_csv = parse_sidecar("sidecar.csv", "file,title,tenant,date\na/a.txt, ,  ,1854-08-09 \n")
+    assert as_json.refused == as_csv.refused == {}
+    assert as_json.entries == as_csv.entries
+    entry = as_json.entries["a/a.txt"]
+    assert (entry.title, entry.tenant, entry.date) == (None, None, "1854-08-09")
+
+
 def test_two_sidecars_in_one_folder_are_ambiguous(tmp_path):
     folder(tmp_path, {"sidecar.json": "[]", "sidecar.csv": "file\n"})
     with pytest.raises(SidecarError, match="keep one"):
