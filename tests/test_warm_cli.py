@@ -81,6 +81,21 @@ def test_a_dead_zygote_is_replaced_on_the_next_command():
     assert warm_cli._zygote._process.pid != zygote.pid and json.loads(done.stdout)["torch"]
 
 
+@warm
+def test_a_read_only_command_starts_no_zygote_but_forks_from_a_running_one(monkeypatch):
+    unstarted = warm_cli._Zygote()  # as in a test process that has started no command yet
+    monkeypatch.setattr(warm_cli, "_zygote", unstarted)
+    try:
+        cold = subprocess.run([*PROBE, "0", "0", "documents"], capture_output=True, text=True, timeout=300)
+        assert not json.loads(cold.stdout)["torch"] and not unstarted.running()  # cold, and no zygote for it
+    finally:
+        unstarted.stop()
+    monkeypatch.undo()
+    subprocess.run([*PROBE, "0", "0"], capture_output=True, timeout=300)  # another command: the zygote runs
+    forked = subprocess.run([*PROBE, "0", "0", "lineage"], capture_output=True, text=True, timeout=300)
+    assert json.loads(forked.stdout)["torch"] and warm_cli._zygote.running()
+
+
 def test_only_our_plain_commands_are_forked():
     mabillon = str(warm_cli.MABILLON)
     assert warm_cli.warm_target([sys.executable, "-m", "flows.cli", "ingest", "x"])["kind"] == "module"

@@ -52,6 +52,10 @@ WARM_MODULES = ("flows.cli", "tests.hostile.crash_release", "tests.warm_probe")
 # they would not have loaded (seen: a reading room, SIGTERMed while forked, aborted with
 # "FATAL: exception not rethrown" instead of exiting 0)
 COLD_COMMANDS = {"serve", "reading-room"}
+# The read-only commands import none of WARM_IMPORTS (test_cli_errors checks it): a cold one costs
+# ~1 CPU-s, the zygote ~14. They fork only from a zygote already running, never start one
+# (`make test-fast` started one for two `lineage`/`documents` calls and nothing else).
+READ_ONLY_COMMANDS = {"generations", "documents", "lineage", "diff"}
 LOUD_FLAGS = {"-v", "--verbose", "--debug"}
 MABILLON = Path(sys.executable).with_name("mabillon")
 _PLAIN_POPEN = subprocess.Popen
@@ -91,6 +95,8 @@ class WarmPopen(_PLAIN_POPEN):
         # a fork of the test process (multiprocessing's fork) is not the zygote's client
         ours = _zygote is not None and _zygote.owner == os.getpid()
         target = warm_target(args) if ours and not plain and not by_asyncio else None
+        if target is not None and READ_ONLY_COMMANDS.intersection(target["argv"][1:]) and not _zygote.running():
+            target = None
         if target is None:
             return super()._execute_child(
                 args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,
@@ -150,6 +156,9 @@ class _Zygote:
         self._process: subprocess.Popen | None = None
         self._folder = Path(tempfile.mkdtemp(prefix="mabillon-zygote-"))
         self.socket_path = self._folder / "zygote.sock"
+
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
 
     def _ensure(self) -> None:
         with self._lock:
