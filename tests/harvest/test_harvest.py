@@ -136,6 +136,8 @@ def _d(text: str):
     return date.fromisoformat(text)
 
 
+# slow: two `mabillon harvest` processes, one SIGKILLed mid-harvest (~60 s; make test runs it)
+@pytest.mark.slow
 def test_a_killed_harvest_resumes_without_fetching_again_what_it_had(fake, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]),
                MABILLON_GALLICA__BASE_URL=fake.base_url, MABILLON_GALLICA__MIN_INTERVAL_S=str(INTERVAL),

@@ -455,6 +455,8 @@ def test_anonymous_questions_are_listed_to_nobody(room, fuzz_home):
 
 # ---- SIGTERM -------------------------------------------------------------------------------------
 
+# slow: a second reading room process with its own Prefect server, stopped by a signal (~60 CPU-s)
+@pytest.mark.slow
 def test_sigterm_stops_the_room_and_the_prefect_server_it_started(fuzz_home, tmp_path):
     second = Room(fuzz_home, tmp_path / "second-room.log")
     try:
