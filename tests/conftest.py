@@ -14,9 +14,14 @@ import pytest
 # Under xdist the workers inherit the controller's environment, and two servers on one SQLite
 # file lock each other out, so each worker takes a home of its own.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+# A process a test starts may import this module too (Dask's worker processes do): it keeps the
+# home of the test process above it, which its environment names, instead of making one that
+# no pytest_unconfigure would remove (a fresh-clone run left 8 such folders).
+_HOME_OF = WORKER or "main"
 _OWN_PREFECT_HOME = None  # removed when the process's tests end (pytest_unconfigure)
-if WORKER or "PREFECT_HOME" not in os.environ:
-    _OWN_PREFECT_HOME = os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"mabillon-prefect-{WORKER or 'main'}-")
+if os.environ.get("MABILLON_TEST_PREFECT_HOME_OF") != _HOME_OF and (WORKER or "PREFECT_HOME" not in os.environ):
+    _OWN_PREFECT_HOME = os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"mabillon-prefect-{_HOME_OF}-")
+    os.environ["MABILLON_TEST_PREFECT_HOME_OF"] = _HOME_OF
 # An xdist worker's flow runs, in its own process and in the `mabillon` processes its tests start
 # (`cli_prefect`), report to one Prefect server of the worker's, started before its first test
 # (pytest_configure) and stopped after its last: the URL is set here, before anything imports
