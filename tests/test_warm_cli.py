@@ -82,6 +82,20 @@ def test_a_dead_zygote_is_replaced_on_the_next_command():
 
 
 @warm
+def test_a_garbled_request_is_refused_and_the_zygote_serves_on():
+    import socket
+
+    subprocess.run([*PROBE, "0", "0"], capture_output=True, timeout=300)  # the zygote runs
+    zygote = warm_cli._zygote._process
+    with socket.socket(socket.AF_UNIX) as client:  # a header, then no descriptors and no JSON
+        client.connect(str(warm_cli._zygote.socket_path))
+        client.sendall(warm_cli._HEADER.pack(5) + b"hello")
+    done = subprocess.run([*PROBE, "0", "4"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 4 and json.loads(done.stdout)["torch"], done.stderr
+    assert zygote.poll() is None and warm_cli._zygote._process is zygote  # the same one, not a successor
+
+
+@warm
 def test_a_read_only_command_starts_no_zygote_but_forks_from_a_running_one(monkeypatch):
     unstarted = warm_cli._Zygote()  # as in a test process that has started no command yet
     monkeypatch.setattr(warm_cli, "_zygote", unstarted)

@@ -162,7 +162,7 @@ class _Zygote:
 
     def _ensure(self) -> None:
         with self._lock:
-            if self._process is not None and self._process.poll() is None:
+            if self.running():
                 return
             self.socket_path.unlink(missing_ok=True)  # a dead zygote's: wait for the new one's
             log = (self._folder / "zygote.log").open("ab")

@@ -1,6 +1,8 @@
 """A command for tests/test_warm_cli.py: says what it was started with, then exits as asked.
 
-    python -m tests.warm_probe <seconds to sleep> <exit code>
+    python -m tests.warm_probe <seconds to sleep> <exit code> [words…]
+
+The words are ignored by the probe; a test gives one to look like a read-only command.
 """
 from __future__ import annotations
 
